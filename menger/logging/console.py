@@ -1,0 +1,84 @@
+"""The short table the CLI prints when a run ends (or when asked about a finished run).
+
+Takes the last metrics dict of a run, e.g. ``read_jsonl(run_dir / "metrics.jsonl")[-1]``; rows whose
+metric is absent are left out, so the same table serves every algorithm and launcher.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from rich.console import Console
+from rich.table import Table
+
+from menger.logging.format import (
+    MISSING,
+    as_finite,
+    format_count,
+    format_drops,
+    format_duration,
+    format_number,
+)
+
+
+def summary_rows(metrics: Mapping[str, object], target_return: float | None = None) -> list[tuple[str, str]]:
+    """(label, value) pairs for the metrics present, in the order a reader asks about them."""
+    frames = as_finite(metrics.get("time/env_frames", metrics.get("step")))
+    wall_s = as_finite(metrics.get("time/wall_s"))
+    rows = [
+        ("env frames (learned from)", format_count(frames)),
+        ("env frames produced", format_count(metrics.get("time/env_frames_produced"))),
+        ("wall time", format_duration(wall_s)),
+        ("average frames/s", format_count(frames / wall_s) if frames is not None and wall_s else MISSING),
+        ("mean return (last 20 episodes)", _return_text(metrics, target_return)),
+        ("mean episode length", format_number(metrics.get("episode/length_mean"))),
+        ("episodes", format_count(metrics.get("episode/count"))),
+        ("learner updates", format_count(metrics.get("learner/updates"))),
+        ("policy lag mean / max", _pair(metrics, "learner/policy_lag_mean", "learner/policy_lag_max")),
+        ("loss", format_number(metrics.get("learner/loss"))),
+        ("entropy", format_number(metrics.get("learner/entropy"))),
+        ("frames dropped", format_drops(metrics)),
+        ("actor restarts", format_count(metrics.get("actor/restarts"))),
+    ]
+    return [(label, value) for label, value in rows if value != MISSING]
+
+
+def summary_table(
+    metrics: Mapping[str, object], *, title: str = "Run summary", target_return: float | None = None
+) -> Table:
+    """A two-column rich table of ``summary_rows``."""
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for label, value in summary_rows(metrics, target_return):
+        table.add_row(label, value)
+    return table
+
+
+def print_summary(
+    metrics: Mapping[str, object],
+    console: Console | None = None,
+    *,
+    title: str = "Run summary",
+    target_return: float | None = None,
+) -> None:
+    """Print ``summary_table`` to ``console`` (stdout when not given)."""
+    (console if console is not None else Console()).print(
+        summary_table(metrics, title=title, target_return=target_return)
+    )
+
+
+def _return_text(metrics: Mapping[str, object], target_return: float | None) -> str:
+    reached = as_finite(metrics.get("episode/return_mean"))
+    if reached is None:
+        return MISSING
+    if target_return is None:
+        return format_number(reached)
+    verdict = "reached" if reached >= target_return else "not reached"
+    return f"{format_number(reached)} (target {format_number(target_return)}, {verdict})"
+
+
+def _pair(metrics: Mapping[str, object], first: str, second: str) -> str:
+    if as_finite(metrics.get(first)) is None and as_finite(metrics.get(second)) is None:
+        return MISSING
+    return f"{format_number(metrics.get(first), 3)} / {format_number(metrics.get(second), 3)}"
