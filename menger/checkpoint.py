@@ -1,0 +1,429 @@
+"""Crash-consistent checkpoints: a directory per step, verified by a manifest, never unpickled.
+
+Layout of one checkpoint (``ckpt-000000001000/``)::
+
+    tensors.safetensors   every tensor, by dotted name (safetensors: no code runs on load)
+    meta.json             JSON metadata, e.g. the structure from flatten_state and the run's counters
+    MANIFEST.json         size and sha256 of the two files above, the step and the format version; written last
+
+A save writes everything into a temporary sibling (``.tmp-...``), fsyncs each file and the directory, renames the
+directory into place and fsyncs the parent; so after a crash at any instant a ``ckpt-*`` directory is either
+complete or absent. Loading checks the manifest and falls back to the previous checkpoint, loudly, if the newest
+is damaged. The learner's loop::
+
+    manager = CheckpointManager(run_dir / "checkpoints", keep_last=3)
+    if (checkpoint := manager.load_latest()) is not None:
+        state = unflatten_state(checkpoint.tensors, checkpoint.metadata["state"])
+        ...restore model, optimizer, RNGs and counters from state...
+    while training:
+        ...
+        tensors, structure = flatten_state(state)
+        manager.save(step, tensors, {"state": structure})
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import safetensors.torch
+import torch
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointError",
+    "CheckpointFallbackWarning",
+    "CheckpointManager",
+    "flatten_state",
+    "unflatten_state",
+]
+
+FORMAT_VERSION = 1
+TENSORS_FILE = "tensors.safetensors"
+META_FILE = "meta.json"
+MANIFEST_FILE = "MANIFEST.json"
+_PREFIX = "ckpt-"
+_TEMP_PREFIX = ".tmp-"
+_NAME = re.compile(r"ckpt-(\d{12})")
+_WRITE_CHUNK = 1 << 20
+
+logger = logging.getLogger("menger.checkpoint")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written, or none of the existing ones can be read."""
+
+
+class CheckpointFallbackWarning(UserWarning):
+    """The newest checkpoint was damaged and an older one was loaded instead."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One verified checkpoint, read back into memory (tensors on the CPU)."""
+
+    step: int
+    path: Path
+    tensors: dict[str, torch.Tensor]
+    metadata: dict
+
+
+class CheckpointManager:
+    """Saves numbered checkpoints into one directory, keeps the newest ``keep_last``, loads the newest valid one.
+
+    One process writes to a directory at a time (the learner); any process may read.
+    """
+
+    def __init__(self, directory: str | os.PathLike, keep_last: int = 3):
+        if not isinstance(keep_last, int) or isinstance(keep_last, bool) or keep_last < 1:
+            raise ValueError(f"keep_last must be an integer >= 1, got {keep_last!r}; keep at least the newest one")
+        self.directory = Path(directory)
+        self.keep_last = keep_last
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def save(self, step: int, tensors: dict[str, torch.Tensor], metadata: dict) -> Path:
+        """Write checkpoint ``step`` atomically and return its path; older ones beyond ``keep_last`` are removed."""
+        _check_step(step)
+        tensor_bytes = _serialize_tensors(tensors)
+        meta_bytes = _serialize_metadata(metadata)
+        self._remove_stray_temporaries()
+        final = self.directory / _directory_name(step)
+        self._clear_way_for(final, step)
+        temporary = self.directory / f"{_TEMP_PREFIX}{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        stage = "creating the temporary directory"
+        try:
+            temporary.mkdir()
+            stage = f"writing {TENSORS_FILE}"
+            _write_durably(temporary / TENSORS_FILE, tensor_bytes)
+            stage = f"writing {META_FILE}"
+            _write_durably(temporary / META_FILE, meta_bytes)
+            stage = f"writing {MANIFEST_FILE}"
+            manifest = _manifest(step, {TENSORS_FILE: tensor_bytes, META_FILE: meta_bytes})
+            _write_durably(temporary / MANIFEST_FILE, manifest)
+            stage = "syncing the temporary directory"
+            _fsync_directory(temporary)
+            stage = f"moving it into place as {final.name}"
+            os.rename(temporary, final)
+            stage = "syncing the checkpoint directory"
+            _fsync_directory(self.directory)
+        except BaseException as error:
+            shutil.rmtree(temporary, ignore_errors=True)
+            if isinstance(error, OSError):
+                raise CheckpointError(
+                    f"saving checkpoint step {step} in {self.directory} failed while {stage}: {_os_reason(error)}; "
+                    f"the temporary files were removed and earlier checkpoints are untouched"
+                ) from error
+            raise
+        self._prune()
+        return final
+
+    def _clear_way_for(self, final: Path, step: int) -> None:
+        """Replace an existing checkpoint of the same step only when it is damaged (e.g. a resume after a crash).
+
+        A valid one is never overwritten: a second, different state for the same step is a bug in the caller.
+        """
+        if not final.exists():
+            return
+        try:
+            _read_verified(final)
+        except CheckpointError as damage:
+            _warn_loudly(f"removing damaged checkpoint {final} ({damage}) to save the same step again")
+            self._discard(final)
+            return
+        raise CheckpointError(f"a valid checkpoint for step {step} already exists at {final}; steps must increase "
+                              f"between saves (delete that directory to overwrite it)")
+
+    def _prune(self) -> None:
+        """Delete the oldest checkpoints beyond keep_last; called only once the new one is in place."""
+        for path in self._checkpoint_directories()[: -self.keep_last]:
+            try:
+                self._discard(path)
+            except OSError as error:  # the new checkpoint is safe; an old one lingering is only a waste of space
+                logger.warning("could not remove old checkpoint %s: %s", path, error)
+
+    def _discard(self, path: Path) -> None:
+        # Renaming first is atomic, so a crash mid-delete leaves only a stray temporary, never a half-deleted ckpt.
+        doomed = self.directory / f"{_TEMP_PREFIX}delete-{path.name}-{uuid.uuid4().hex[:8]}"
+        os.rename(path, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def _remove_stray_temporaries(self) -> None:
+        for path in self.directory.glob(f"{_TEMP_PREFIX}*"):
+            logger.info("removing %s, left by an interrupted save", path)
+            shutil.rmtree(path, ignore_errors=True)
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def list(self) -> list[Path]:
+        """Checkpoints that were moved into place with a manifest, oldest first (contents not yet verified)."""
+        return [path for path in self._checkpoint_directories() if (path / MANIFEST_FILE).is_file()]
+
+    def load_latest(self) -> Checkpoint | None:
+        """The newest checkpoint that verifies; None only when the directory holds no checkpoint at all.
+
+        Damaged newer checkpoints are skipped with a warning naming each; if every checkpoint is damaged this
+        raises CheckpointError rather than let training silently start from scratch.
+        """
+        candidates = self._checkpoint_directories()
+        damaged: list[tuple[Path, str]] = []
+        for path in reversed(candidates):
+            try:
+                checkpoint = _read_verified(path)
+            except CheckpointError as error:
+                damaged.append((path, str(error)))
+                continue
+            if damaged:
+                _warn_loudly(f"falling back to checkpoint {path}: " + "; ".join(
+                    f"{bad} is unusable ({reason})" for bad, reason in damaged))
+            return checkpoint
+        if not damaged:
+            return None
+        raise CheckpointError(
+            f"all {len(damaged)} checkpoint(s) in {self.directory} are damaged, refusing to start from scratch: "
+            + "; ".join(f"{bad.name}: {reason}" for bad, reason in damaged)
+            + ". Restore a backup, or move the directory away to deliberately start a new run."
+        )
+
+    def _checkpoint_directories(self) -> list[Path]:
+        found = [path for path in self.directory.iterdir() if _NAME.fullmatch(path.name) and path.is_dir()]
+        return sorted(found, key=lambda path: path.name)
+
+
+# -----------------------------------------------------------------------------------------------------------------
+# Files on disk
+
+
+def _directory_name(step: int) -> str:
+    return f"{_PREFIX}{step:012d}"
+
+
+def _check_step(step: int) -> None:
+    if not isinstance(step, int) or isinstance(step, bool) or not 0 <= step < 10**12:
+        raise ValueError(f"checkpoint step must be an integer in [0, 10**12), got {step!r}")
+
+
+def _serialize_tensors(tensors: dict[str, torch.Tensor]) -> bytes:
+    """safetensors bytes; tensors are moved to the CPU and cloned where they are views or share storage."""
+    seen_storages: set[int] = set()
+    ready = {}
+    for name, tensor in tensors.items():
+        if not isinstance(name, str) or not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"tensors must map str to torch.Tensor; {name!r} maps to {type(tensor).__name__} "
+                            f"(use flatten_state to turn a nested state into tensors and metadata)")
+        tensor = tensor.detach().cpu()
+        storage = tensor.untyped_storage().data_ptr()
+        if storage in seen_storages or not tensor.is_contiguous() or tensor.numel() * tensor.element_size() \
+                != tensor.untyped_storage().nbytes():
+            tensor = tensor.clone(memory_format=torch.contiguous_format)
+        seen_storages.add(tensor.untyped_storage().data_ptr())
+        ready[name] = tensor
+    return safetensors.torch.save(ready)
+
+
+def _serialize_metadata(metadata: dict) -> bytes:
+    if not isinstance(metadata, dict):
+        raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        return json.dumps(metadata, indent=1).encode("utf-8")
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"checkpoint metadata must be JSON data (dicts, lists, str, numbers, bools, None): "
+                        f"{error}; put tensors and arrays through flatten_state") from error
+
+
+def _manifest(step: int, contents: dict[str, bytes]) -> bytes:
+    files = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in contents.items()}
+    return json.dumps({"format_version": FORMAT_VERSION, "step": step, "files": files}, indent=1).encode("utf-8")
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """Write all of ``data`` and fsync it before returning, so the manifest never describes unwritten bytes."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view[:_WRITE_CHUNK])
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _os_reason(error: OSError) -> str:
+    if error.errno == errno.ENOSPC:
+        return f"the disk is full ({error}); free space or point the checkpoint directory elsewhere"
+    return str(error)
+
+
+def _read_verified(path: Path) -> Checkpoint:
+    """Read and check one checkpoint; CheckpointError says what is wrong with it."""
+    manifest = _read_manifest(path)
+    contents = {}
+    for name in (TENSORS_FILE, META_FILE):
+        expected = manifest["files"].get(name)
+        if not isinstance(expected, dict):
+            raise CheckpointError(f"{MANIFEST_FILE} does not list {name}")
+        contents[name] = _read_checked_file(path / name, expected)
+    try:
+        tensors = safetensors.torch.load(contents[TENSORS_FILE])
+        metadata = json.loads(contents[META_FILE])
+    except Exception as error:  # verified bytes that still do not parse: written by something else
+        raise CheckpointError(f"contents do not parse although the sums match: {error}") from error
+    return Checkpoint(step=manifest["step"], path=path, tensors=tensors, metadata=metadata)
+
+
+def _read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads((path / MANIFEST_FILE).read_bytes())
+    except FileNotFoundError:
+        raise CheckpointError(f"{MANIFEST_FILE} is missing") from None
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"{MANIFEST_FILE} is unreadable ({error})") from error
+    if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+        version = manifest.get("format_version") if isinstance(manifest, dict) else None
+        raise CheckpointError(f"{MANIFEST_FILE} has format version {version!r}, expected {FORMAT_VERSION}")
+    match = _NAME.fullmatch(path.name)
+    if match and manifest.get("step") != int(match.group(1)):
+        raise CheckpointError(f"{MANIFEST_FILE} says step {manifest.get('step')!r}, the directory name says "
+                              f"{int(match.group(1))}")
+    if not isinstance(manifest.get("files"), dict):
+        raise CheckpointError(f"{MANIFEST_FILE} has no file list")
+    return manifest
+
+
+def _read_checked_file(path: Path, expected: dict) -> bytes:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path.name} is missing") from None
+    except OSError as error:
+        raise CheckpointError(f"{path.name} is unreadable ({error})") from error
+    if len(data) != expected.get("size"):
+        raise CheckpointError(f"{path.name} is {len(data)} bytes, the manifest says {expected.get('size')} "
+                              f"(truncated or overwritten)")
+    if hashlib.sha256(data).hexdigest() != expected.get("sha256"):
+        raise CheckpointError(f"{path.name} fails its sha256 check (corrupted)")
+    return data
+
+
+def _warn_loudly(message: str) -> None:
+    logger.warning(message)
+    warnings.warn(message, CheckpointFallbackWarning, stacklevel=3)
+
+
+# -----------------------------------------------------------------------------------------------------------------
+# Nested state <-> (tensors, JSON structure)
+
+_STATE_FORMAT = "menger.state/1"
+
+
+def flatten_state(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """Split a nested state into tensors keyed by dotted path and a JSON-able description of the structure.
+
+    Handles dicts (str or int keys), lists, tuples, torch tensors, numpy arrays and scalars, Python scalars of any
+    size (e.g. numpy's 128-bit PCG64 state), strings and None; :func:`unflatten_state` rebuilds it bit for bit.
+    """
+    if not isinstance(state, dict):
+        raise TypeError(f"flatten_state expects a dict, got {type(state).__name__}")
+    tensors: dict[str, torch.Tensor] = {}
+    root = _encode(state, [], tensors)
+    return tensors, {"format": _STATE_FORMAT, "root": root}
+
+
+def unflatten_state(tensors: dict[str, torch.Tensor], metadata: dict) -> dict:
+    """Rebuild the nested state described by ``metadata`` (from :func:`flatten_state`) out of ``tensors``."""
+    if not isinstance(metadata, dict) or metadata.get("format") != _STATE_FORMAT:
+        found = metadata.get("format") if isinstance(metadata, dict) else type(metadata).__name__
+        raise CheckpointError(f"state metadata has format {found!r}, expected {_STATE_FORMAT!r}; pass the "
+                              f"structure returned by flatten_state")
+    return _decode(metadata["root"], tensors)
+
+
+def _encode(value: Any, path: list[str], tensors: dict[str, torch.Tensor]) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, torch.Tensor):
+        return {"kind": "tensor", "key": _store(tensors, path, value.detach())}
+    if isinstance(value, (np.ndarray, np.generic)):
+        return _encode_numpy(value, path, tensors)
+    if isinstance(value, dict):
+        return {"kind": "dict", "items": [[_check_key(key, path), _encode(item, [*path, str(key)], tensors)]
+                                          for key, item in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return {"kind": type(value).__name__,
+                "items": [_encode(item, [*path, str(index)], tensors) for index, item in enumerate(value)]}
+    raise TypeError(f"cannot checkpoint {'.'.join(path) or '<root>'} of type {type(value).__name__}; "
+                    f"convert it to tensors, arrays, numbers, strings, lists or dicts first")
+
+
+def _encode_numpy(value: np.ndarray | np.generic, path: list[str], tensors: dict[str, torch.Tensor]) -> dict:
+    """Arrays travel as raw bytes so that every numpy dtype (including unsigned and byte order) survives exactly."""
+    array = np.asarray(value)
+    if array.dtype.hasobject or array.dtype.fields is not None:
+        raise TypeError(f"cannot checkpoint {'.'.join(path)}: numpy dtype {array.dtype} holds Python objects or "
+                        f"fields; store plain numeric arrays")
+    raw = torch.from_numpy(np.frombuffer(np.ascontiguousarray(array).tobytes(), dtype=np.uint8).copy())
+    return {"kind": "ndarray", "key": _store(tensors, path, raw), "dtype": array.dtype.str,
+            "shape": list(array.shape), "scalar": isinstance(value, np.generic)}
+
+
+def _check_key(key: Any, path: list[str]) -> str | int:
+    if isinstance(key, str) or (isinstance(key, int) and not isinstance(key, bool)):
+        return key
+    raise TypeError(f"cannot checkpoint the dict at {'.'.join(path) or '<root>'}: key {key!r} is "
+                    f"{type(key).__name__}; only str and int keys are supported")
+
+
+def _store(tensors: dict[str, torch.Tensor], path: list[str], tensor: torch.Tensor) -> str:
+    key = ".".join(path) or "<root>"
+    unique, suffix = key, 1
+    while unique in tensors:  # {"a.b": x, "a": {"b": y}} would otherwise collide
+        unique, suffix = f"{key}#{suffix}", suffix + 1
+    tensors[unique] = tensor
+    return unique
+
+
+def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("kind")
+    if kind == "tensor":
+        return _lookup(tensors, node["key"])
+    if kind == "ndarray":
+        raw = _lookup(tensors, node["key"]).numpy().tobytes()
+        array = np.frombuffer(raw, dtype=np.dtype(node["dtype"])).reshape(node["shape"]).copy()
+        return array[()] if node["scalar"] else array
+    if kind == "dict":
+        return {key: _decode(item, tensors) for key, item in node["items"]}
+    if kind in ("list", "tuple"):
+        items = [_decode(item, tensors) for item in node["items"]]
+        return items if kind == "list" else tuple(items)
+    raise CheckpointError(f"state metadata has an entry of unknown kind {kind!r}; it was not written by "
+                          f"flatten_state of this version")
+
+
+def _lookup(tensors: dict[str, torch.Tensor], key: str) -> torch.Tensor:
+    try:
+        return tensors[key]
+    except KeyError:
+        raise CheckpointError(f"state metadata refers to tensor {key!r}, which the checkpoint does not hold") from None
