@@ -185,3 +185,14 @@ def test_mismatched_shapes_are_named():
     batch["returns"] = torch.zeros(12, dtype=torch.float64)
     with pytest.raises(ValueError, match="returns"):
         call(batch)
+
+
+def test_no_gradient_flows_into_the_data():
+    """Advantages and returns are often computed from the same network; they must act as constants."""
+    batch = random_batch(seed=17, shape=(4, 2))
+    for name in ("old_logp", "advantages", "old_values", "returns"):
+        batch[name].requires_grad_()
+    call(batch, value_clip=0.2)[0].backward()
+    for name in ("old_logp", "advantages", "old_values", "returns"):
+        assert batch[name].grad is None, f"{name} received a gradient"
+    assert all(batch[name].grad is not None for name in DIFFERENTIABLE)
