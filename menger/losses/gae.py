@@ -9,7 +9,9 @@ from menger.losses._unroll import check_fraction, check_unroll, discounted_backw
 
 
 @torch.no_grad()
-def gae(rewards: Tensor, values: Tensor, bootstrap_value: Tensor, discounts: Tensor, lam: float) -> tuple[Tensor, Tensor]:
+def gae(
+    rewards: Tensor, values: Tensor, bootstrap_value: Tensor, discounts: Tensor, lam: float
+) -> tuple[Tensor, Tensor]:
     """Generalised advantage estimation (Schulman et al. 2016). values [T,B] are V(s_t), bootstrap_value [B] is V(s_T).
     Returns (advantages [T,B], returns [T,B] = advantages + values).
 

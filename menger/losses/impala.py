@@ -30,7 +30,8 @@ def impala_loss(
     value_coef: float = 0.5,
     entropy_coef: float = 0.01,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """IMPALA: -pg_advantages * logp, value loss 0.5*(vs - V)^2 summed the same way, minus entropy bonus (means over mask).
+    """IMPALA: -pg_advantages * logp, value loss 0.5*(vs - V)^2 summed the same way, minus entropy bonus
+    (means over mask).
 
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy (Espeholt et al. 2018, section 4.2).
     The V-trace targets are constants: gradients flow into target_logp, values and entropy only.
@@ -74,14 +75,19 @@ def appo_loss(
     entropy_coef: float = 0.01,
     normalize_advantages: bool = True,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """APPO: the PPO clipped surrogate on V-trace advantages (pg_advantages / rhos as the advantage, ratio = exp(target -
-    behaviour)), value loss towards vs.
+    """APPO: the PPO clipped surrogate on V-trace advantages (pg_advantages / rhos as the advantage,
+    ratio = exp(target - behaviour)), value loss towards vs.
 
     The V-trace rho is divided out because PPO's ratio already corrects for the behaviour policy; keeping
     both would weight each sample twice. Stats are those of ppo_loss.
     """
     _check_like_targets(
-        vtrace_returns, target_logp=target_logp, behaviour_logp=behaviour_logp, values=values, entropy=entropy, mask=mask
+        vtrace_returns,
+        target_logp=target_logp,
+        behaviour_logp=behaviour_logp,
+        values=values,
+        entropy=entropy,
+        mask=mask,
     )
     return ppo_loss(
         target_logp,

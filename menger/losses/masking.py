@@ -36,7 +36,7 @@ def masked_mean(x: Tensor, mask: Tensor | None = None) -> Tensor:
     """
     if mask is None:
         return x.mean() if x.numel() > 0 else x.new_zeros(())
-    weights = keep_masked(mask.to(x.dtype), mask)
+    weights = mask.to(x.dtype)
     total = (keep_masked(x, mask) * weights).sum()
     count = weights.sum()
     # A safe denominator, not torch.where on the quotient: the unselected 0/0 would still send NaN gradients.

@@ -42,7 +42,8 @@ def vtrace(
     clip_c: float = 1.0,
     lam: float = 1.0,
 ) -> VTraceReturns:
-    """V-trace targets (Espeholt et al. 2018, eq. 1 and the policy-gradient advantage rho_t (r_t + gamma v_{t+1} - V(x_t))).
+    """V-trace targets (Espeholt et al. 2018, eq. 1 and the policy-gradient advantage
+    rho_t (r_t + gamma v_{t+1} - V(x_t))).
 
     With ratio_t = pi(a_t|x_t) / mu(a_t|x_t) = exp(target_logp - behaviour_logp):
     rho_t = min(clip_rho, ratio_t), c_t = lam * min(clip_c, ratio_t) (the lambda variant of section 4.2),

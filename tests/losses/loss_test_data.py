@@ -53,4 +53,5 @@ TOLERANCES = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(r
 def assert_close(actual: torch.Tensor, expected, dtype: torch.dtype) -> None:
     """actual kept the input dtype and agrees with the float64 reference within that dtype's tolerance."""
     assert actual.dtype == dtype, f"computed in {actual.dtype}, inputs were {dtype}"
-    np.testing.assert_allclose(actual.detach().double().numpy(), np.asarray(expected, dtype=np.float64), **TOLERANCES[dtype])
+    expected = np.asarray(expected, dtype=np.float64)
+    np.testing.assert_allclose(actual.detach().double().numpy(), expected, **TOLERANCES[dtype])

@@ -15,7 +15,8 @@ def learner_inputs(unroll, dtype=torch.float64):
     """target_logp, values, entropy as the learner's network would give them (with gradient), and the targets."""
     target_logp = unroll.torch("target_logp", dtype).requires_grad_()
     values = unroll.torch("values", dtype).requires_grad_()
-    entropy = torch.tensor(np.random.default_rng(0).uniform(0, 2, unroll.rewards.shape), dtype=dtype, requires_grad=True)
+    entropy_values = np.random.default_rng(0).uniform(0, 2, unroll.rewards.shape)
+    entropy = torch.tensor(entropy_values, dtype=dtype, requires_grad=True)
     targets = vtrace(
         unroll.torch("behaviour_logp", dtype), target_logp, unroll.torch("rewards", dtype), values,
         unroll.torch("bootstrap_value", dtype), unroll.torch("discounts", dtype),
@@ -58,7 +59,9 @@ def test_impala_masked_entries_change_nothing():
     assert masked.any()
     loss, _ = impala_loss(target_logp, values, entropy, targets, mask)
     poisoned_targets = VTraceReturns(*(field.masked_fill(masked, float("nan")) for field in targets))
-    poisoned_inputs = [x.detach().masked_fill(masked, float("inf")).requires_grad_() for x in (target_logp, values, entropy)]
+    poisoned_inputs = [
+        x.detach().masked_fill(masked, float("inf")).requires_grad_() for x in (target_logp, values, entropy)
+    ]
     poisoned_loss, _ = impala_loss(*poisoned_inputs, poisoned_targets, mask)
     poisoned_loss.backward()
     torch.testing.assert_close(poisoned_loss, loss, rtol=1e-12, atol=1e-12)
