@@ -35,6 +35,7 @@ ORIENTATION_MATRICES = np.array(
 )
 ROTATED = np.array([name[-1] in "EW" for name in ORIENTATIONS])
 
+_COMMENT = re.compile(r"(?m)^\s*#.*$")
 _TOKEN = re.compile(r'(\w+)\s*:\s*("(?:[^"\\]|\\.)*"|[^\s{}]+)|(\w+)\s*\{|(\})')
 
 
@@ -81,6 +82,7 @@ def _unquote(value: str) -> str | float:
 
 def _parse_nodes(text: str) -> list[dict]:
     """Turn protobuf text into a list of {'name', 'input': [...], 'attr': {key: value}} dicts."""
+    text = _COMMENT.sub("", text)
     nodes: list[dict] = []
     stack: list[str] = []
     node: dict | None = None

@@ -1,0 +1,92 @@
+"""A placement problem: netlist + grid + initial placement, resolved from a path or a packaged name."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import numpy as np
+
+from menger.envs.chip.canvas import Grid
+from menger.envs.chip.costs import CostModel, Layout, ProxyCost
+from menger.envs.chip.netlist import HARD_MACRO, PORT, SOFT_MACRO, STDCELL, Netlist, load_netlist
+from menger.envs.chip.plc import Placement, PlcHeader, load_plc
+
+DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
+
+
+def packaged_names() -> list[str]:
+    return sorted(p.name for p in DATA_DIR.iterdir() if p.is_dir())
+
+
+def data_path(name: str) -> pathlib.Path:
+    """Folder of a packaged design (e.g. "macro_tiles_10x10", "ariane133_ng45")."""
+    path = DATA_DIR / name
+    if not path.is_dir():
+        raise FileNotFoundError(f"no packaged design {name!r}; choose one of {packaged_names()}")
+    return path
+
+
+def resolve_netlist(netlist: str | pathlib.Path) -> pathlib.Path:
+    """A netlist file, a folder holding netlist.pb.txt(.gz), or a packaged design name."""
+    path = pathlib.Path(netlist)
+    if not path.exists() and (DATA_DIR / str(netlist)).is_dir():
+        path = DATA_DIR / str(netlist)
+    if path.is_dir():
+        for candidate in ("netlist.pb.txt", "netlist.pb.txt.gz"):
+            if (path / candidate).is_file():
+                return path / candidate
+    if path.is_file():
+        return path
+    raise FileNotFoundError(f"netlist {netlist!r} is neither a file, a folder with netlist.pb.txt(.gz), nor a "
+                            f"packaged design ({', '.join(packaged_names())})")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ChipProblem:
+    """Everything fixed about one design. `movable` lists the hard macros to place, largest area first."""
+
+    netlist_path: pathlib.Path
+    netlist: Netlist
+    placement: Placement | None
+    header: PlcHeader
+    grid: Grid
+    model: CostModel
+    initial: Layout
+    movable: np.ndarray
+
+    def to_placement(self, layout: Layout, costs: ProxyCost | None = None) -> Placement:
+        """A `.plc` body for the layout: the initial file's nodes, or every macro, port and stdcell."""
+        if self.placement is not None and len(self.placement.node_index):
+            nodes, fixed = self.placement.node_index, self.placement.fixed
+        else:
+            nodes = np.flatnonzero(np.isin(self.netlist.kind, (HARD_MACRO, SOFT_MACRO, PORT, STDCELL)))
+            fixed = (self.netlist.kind[nodes] == PORT).astype(np.int8)
+        orientation = np.where(self.netlist.kind[nodes] == PORT, -1, layout.orientation[nodes]).astype(np.int8)
+        recorded = {}
+        if costs is not None:
+            recorded = {"wirelength_cost": costs.wirelength, "congestion_cost": costs.congestion,
+                        "density_cost": costs.density}
+        header = dataclasses.replace(self.header, recorded=recorded)
+        return Placement(header, nodes.copy(), layout.x[nodes].copy(), layout.y[nodes].copy(), orientation, fixed.copy())
+
+
+def load_problem(netlist: str | pathlib.Path, plc: str | pathlib.Path | None = None) -> ChipProblem:
+    """Load a design; without `plc`, the initial.plc beside the netlist supplies grid and positions."""
+    netlist_path = resolve_netlist(netlist)
+    if plc is None:
+        plc = netlist_path.parent / "initial.plc"
+        if not plc.is_file():
+            raise FileNotFoundError(f"no .plc given and none at {plc}; pass plc=... with the grid header")
+    placement = load_plc(plc)
+    net = load_netlist(str(netlist_path))
+    model = CostModel(net, placement.header)
+    initial = model.initial_layout(placement)
+    hard = net.indices_of(HARD_MACRO)
+    fixed = np.zeros(net.num_nodes, dtype=bool)
+    fixed[placement.node_index[placement.fixed == 1]] = True
+    movable = hard[~fixed[hard]]
+    area = net.width[movable] * net.height[movable]
+    movable = movable[np.argsort(-area, kind="stable")]
+    return ChipProblem(netlist_path, net, placement, placement.header, Grid.from_header(placement.header), model,
+                       initial, movable)
