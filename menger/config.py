@@ -74,7 +74,8 @@ def field(
     if choices is not None and not isinstance(choices, tuple):
         raise TypeError(f"field(choices=...) must be a tuple, got {type(choices).__name__}")
     metadata = {"doc": doc.strip(), "choices": choices, "min": min, "max": max}
-    return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+    factory = _NO_DEFAULT if default_factory is None else default_factory
+    return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -181,9 +182,9 @@ def _convert(value: Any, annotation: Any, key: str) -> Any:
         if any(value == arg and type(value) is type(arg) for arg in args):
             return value
         raise ConfigError(f"'{key}' = {value!r} is not one of {', '.join(repr(arg) for arg in args)}")
-    if origin in (tuple, list):
-        return _convert_sequence(value, origin, args, annotation, key)
-    if origin is dict:
+    if origin in (tuple, list) or annotation in (tuple, list):
+        return _convert_sequence(value, origin or annotation, args, annotation, key)
+    if origin is dict or annotation is dict:
         return _convert_mapping(value, args, key)
     if dataclasses.is_dataclass(annotation):
         if isinstance(value, annotation):
@@ -231,14 +232,8 @@ def _convert_mapping(value: Any, args: tuple, key: str) -> dict:
             for name, item in value.items()}
 
 
-# PyYAML follows YAML 1.1, where '1e-3' (no dot) is a string; for a float field that is almost never intended.
-_SCIENTIFIC = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
 def _convert_scalar(value: Any, annotation: Any, key: str) -> Any:
     if annotation is float:
-        if isinstance(value, str) and _SCIENTIFIC.fullmatch(value.strip()):
-            value = float(value)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if isinstance(value, float) and math.isnan(value):
                 raise ConfigError(f"'{key}' is NaN; set it to a number")
@@ -290,7 +285,10 @@ def _plain(value: Any) -> Any:
 
 
 class _YamlLoader(yaml.SafeLoader):
-    """SafeLoader that also reads '1e-3' as a float (YAML 1.2 behaviour), for files and --set values alike."""
+    """SafeLoader that also reads '1e-3' as a float, for files and --set values alike.
+
+    PyYAML follows YAML 1.1, where a float needs a dot ('1.0e-3'); 'lr: 1e-3' would otherwise be a string.
+    """
 
 
 _YamlLoader.add_implicit_resolver(

@@ -106,6 +106,7 @@ def test_missing_required_key():
         ({"deterministic": 1}, "'deterministic' must be true or false, got int 1"),
         ({"ppo": {"clip": "big"}}, "'ppo.clip' must be a number (float), got str 'big'"),
         ({"ppo": {"clip": False}}, "'ppo.clip' must be a number (float), got bool False"),
+        ({"ppo": {"clip": "1e-3"}}, "'ppo.clip' must be a number (float), got str '1e-3'"),
         ({"model": {"hidden": 64}}, "'model.hidden' must be a list"),
         ({"model": {"hidden": [64, "x"]}}, "'model.hidden[1]' must be an integer"),
         ({"env_kwargs": [1]}, "'env_kwargs' must be a mapping"),
