@@ -1,0 +1,209 @@
+"""The actor: B envs, batched inference on cached parameters, unrolls of T steps written in place.
+
+Loop (see `Actor.run`)::
+
+    obs = envs.reset()
+    while running:
+        slot = wait for a grant from the learner         # back-pressure; answers snapshot requests meanwhile
+        if params.version() != my_version: pull           # only when the version moved
+        for t in range(T): act on all B envs at once, write obs/action/logp/reward/done into the slot
+        send (slot, UnrollMeta(actor, incarnation, sequence, policy_version, frames, finished episodes))
+
+In sync mode the learner grants a slot only after publishing new parameters, so every unroll of an update
+acted with the newest parameters. In async mode an actor holds `slots_per_actor` grants and never waits for
+an update. Messages are tiny tuples; the unroll itself stays in shared memory.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from menger.core import UnrollMeta
+from menger.models import build_policy
+
+
+class LearnerGone(RuntimeError):
+    """The learner stopped answering: the actor exits instead of waiting forever."""
+
+
+@dataclass
+class ActorLinks:
+    """What a launcher hands an actor: shared memory and its private pipe to the learner."""
+
+    buffers: Any          # UnrollBuffers
+    params: Any           # SharedParameters
+    conn: Any             # multiprocessing Connection (duplex) to the learner
+    heartbeat: torch.Tensor  # float64 [num_actors]: wall time of each actor's last sign of life
+    progress: torch.Tensor   # int64 [num_actors]: frames written into the current, unfinished unroll
+    stop: torch.Tensor       # uint8 [1]: set by the learner at shutdown
+    parent_pid: int | None = None  # processes launcher: exit when the learner process is gone
+
+
+class Actor:
+    def __init__(self, actor_id: int, incarnation: int, envs, policy, links: ActorLinks, *, unroll_length: int,
+                 seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None):
+        self.actor_id, self.incarnation = actor_id, incarnation
+        self.envs, self.policy, self.links = envs, policy, links
+        self.unroll_length = unroll_length
+        self.learner_timeout_s = learner_timeout_s
+        self.num_envs = envs.num_envs
+        self.generator = torch.Generator().manual_seed(seed)
+        self.version = -1
+        self.sequence = 0
+        self.box_actions = isinstance(envs.single_action_space, gym.spaces.Box)
+        self.slots = [links.buffers.slot(i) for i in range(links.buffers.num_slots)]
+        self.state = policy.initial_state(self.num_envs)
+        self.episode_return = np.zeros(self.num_envs, np.float64)
+        self.episode_length = np.zeros(self.num_envs, np.int64)
+        if restore is not None:
+            self._restore(restore)
+        else:
+            self.obs = envs.reset(seed=seed)
+
+    # ----- the loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        while True:
+            slot = self._wait_for_grant()
+            if slot is None:
+                return
+            if self.links.params.version() != self.version:
+                self.version = self.links.params.read_into(self.policy)
+            meta = self._fill(slot)
+            self.links.conn.send(("unroll", slot, meta))
+
+    def _fill(self, slot: int) -> UnrollMeta:
+        view = self.slots[slot]
+        obs_views = _obs_views(view)
+        _write_obs(obs_views, 0, self.obs)
+        if self.state.numel():
+            view["core_state"].copy_(self.state)
+        actions, logp, rewards = view["actions"].numpy(), view["logp"].numpy(), view["rewards"].numpy()
+        dones, valid = view["dones"].numpy(), view["valid"].numpy()
+        heartbeat, progress = self.links.heartbeat.numpy(), self.links.progress.numpy()
+        low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
+        finished_returns: list[float] = []
+        finished_lengths: list[int] = []
+        for t in range(self.unroll_length):
+            out = self.policy.act(_obs_input(obs_views, t), self.state if self.state.numel() else None,
+                                  generator=self.generator)
+            action = out.action.numpy()
+            result = self.envs.step(np.clip(action, low, high) if self.box_actions else action)
+            actions[t] = action
+            logp[t] = out.logp.numpy()
+            rewards[t] = result.reward
+            ended = result.terminated | result.truncated
+            dones[t] = ended | ~result.valid
+            valid[t] = result.valid
+            _write_obs(obs_views, t + 1, result.obs)
+            self.episode_return += result.reward
+            self.episode_length += result.valid
+            if ended.any():
+                idx = np.flatnonzero(ended)
+                finished_returns += self.episode_return[idx].tolist()
+                finished_lengths += self.episode_length[idx].tolist()
+                self.episode_return[idx] = 0.0
+                self.episode_length[idx] = 0
+            if out.state is not None and self.state.numel():
+                self.state = out.state * torch.from_numpy(1.0 - dones[t]).float().unsqueeze(-1)
+            self.obs = result.obs
+            heartbeat[self.actor_id] = time.time()
+            progress[self.actor_id] = (t + 1) * self.num_envs
+        progress[self.actor_id] = 0
+        self.sequence += 1
+        env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
+        return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
+                          self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
+                          env_stats)
+
+    def _wait_for_grant(self) -> int | None:
+        """Block until the learner grants a slot; answer snapshot requests; never wait without a deadline."""
+        conn, deadline = self.links.conn, time.monotonic() + self.learner_timeout_s
+        while True:
+            self.links.heartbeat[self.actor_id] = time.time()
+            if self.links.stop[0]:
+                return None
+            if conn.poll(0.05):
+                message = conn.recv()
+                if message[0] == "grant":
+                    return message[1]
+                if message[0] == "snapshot":
+                    conn.send(("snapshot", self.snapshot()))
+                elif message[0] == "stop":
+                    return None
+                deadline = time.monotonic() + self.learner_timeout_s
+            elif time.monotonic() > deadline or self._learner_process_gone():
+                raise LearnerGone(f"actor {self.actor_id}: no word from the learner for {self.learner_timeout_s:.0f} s")
+
+    def _learner_process_gone(self) -> bool:
+        return self.links.parent_pid is not None and os.getppid() != self.links.parent_pid
+
+    # ----- exact resume ------------------------------------------------------------------
+    def snapshot(self) -> dict:
+        """Everything needed to continue bit for bit (for envs that can be snapshotted; see VecEnv.get_state)."""
+        obs = {k: np.array(v) for k, v in self.obs.items()} if isinstance(self.obs, dict) else np.array(self.obs)
+        return {"env": self.envs.get_state(), "obs": obs, "core_state": self.state.clone(),
+                "generator": self.generator.get_state(), "episode_return": self.episode_return.copy(),
+                "episode_length": self.episode_length.copy(), "sequence": self.sequence}
+
+    def _restore(self, snap: dict) -> None:
+        self.envs.reset(seed=0)
+        if snap.get("env") is not None:
+            self.envs.set_state(snap["env"])
+            self.obs = snap["obs"]
+        else:  # this env cannot be snapshotted: its episodes restart (said in the learner's log)
+            self.obs = self.envs.reset(seed=int(self.generator.initial_seed()) + self.incarnation)
+        self.state = snap["core_state"].clone() if snap.get("core_state") is not None else self.state
+        self.generator.set_state(snap["generator"])
+        self.episode_return = np.asarray(snap["episode_return"], np.float64).copy()
+        self.episode_length = np.asarray(snap["episode_length"], np.int64).copy()
+        self.sequence = int(snap["sequence"])
+
+
+def _obs_views(view: dict) -> dict | torch.Tensor:
+    if "obs" in view:
+        return view["obs"]
+    return {name[4:]: t for name, t in view.items() if name.startswith("obs.")}
+
+
+def _write_obs(obs_views, t: int, obs) -> None:
+    if isinstance(obs_views, dict):
+        for key, tensor in obs_views.items():
+            tensor[t].numpy()[...] = obs[key]
+    else:
+        obs_views[t].numpy()[...] = obs
+
+
+def _obs_input(obs_views, t: int):
+    """The policy's input for step t, read straight from the slot (uint8 images stay uint8)."""
+    if isinstance(obs_views, dict):
+        return {k: v[t].float() for k, v in obs_views.items()}
+    return _as_input(obs_views[t])
+
+
+def _as_input(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dtype in (torch.float32, torch.uint8) else x.float()
+
+
+def run_actor(actor_id: int, incarnation: int, config, links: ActorLinks, seed: int, restore: dict | None = None,
+              single_thread: bool = True) -> None:
+    """Entry point of an actor thread or process: build the envs and the policy, then run the loop."""
+    from menger.envs import make_vec_env
+
+    if single_thread:
+        torch.set_num_threads(1)
+    envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
+                        preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads)
+    try:
+        policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model)
+        policy.eval()
+        actor = Actor(actor_id, incarnation, envs, policy, links, unroll_length=config.runtime.unroll_length,
+                      seed=seed, restore=restore)
+        actor.run()
+    finally:
+        envs.close()

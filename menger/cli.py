@@ -1,0 +1,175 @@
+"""`menger`: train | resume | eval | plot | presets | config, and the applications' place | cost | schedule."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+APP_COMMANDS = {
+    "place": ("menger.envs.chip.commands", "place_main", "place a netlist's macros (rl, sa, greedy, random)"),
+    "cost": ("menger.envs.chip.commands", "cost_main", "proxy costs of a placement: wirelength, density, congestion"),
+    "schedule": ("menger.envs.cluster.commands", "schedule_main", "evaluate cluster schedulers; sweep the load"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="menger", description="Distributed deep RL: actors, learners, a parameter "
+                                     "server; one laptop or a cluster.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a preset or an experiment file")
+    train.add_argument("experiment", help="a preset name (see `menger presets`) or a YAML file")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override any config key, e.g. --set ppo.lr=1e-3 (repeatable)")
+    train.add_argument("--launcher", choices=["threads", "processes"])
+    train.add_argument("--actors", type=int)
+    train.add_argument("--envs-per-actor", type=int)
+    train.add_argument("--seed", type=int)
+    train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME)")
+    train.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
+
+    res = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
+    res.add_argument("run_dir")
+    res.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="e.g. --set stop.env_frames=2000000 to train further")
+    res.add_argument("--no-progress", action="store_true")
+
+    ev = sub.add_parser("eval", help="run a trained policy")
+    ev.add_argument("run_dir")
+    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
+    ev.add_argument("--video", action="store_true", help="write eval.gif of the first episode into the run directory")
+    ev.add_argument("--seed", type=int, default=12345)
+
+    pl = sub.add_parser("plot", help="write plot.png of a run: return, throughput, policy lag")
+    pl.add_argument("run_dir")
+    pl.add_argument("--out")
+
+    sub.add_parser("presets", help="list the experiments that ship with Menger")
+    cfg = sub.add_parser("config", help="show every config key with its type, default and meaning")
+    cfg.add_argument("experiment", nargs="?", help="print this preset's effective config instead")
+    cfg.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+
+    for name, (_, _, help_text) in APP_COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _train_overrides(args) -> list[str]:
+    flags = {"runtime.launcher": args.launcher, "runtime.actors": args.actors,
+             "runtime.envs_per_actor": args.envs_per_actor, "runtime.seed": args.seed}
+    return list(args.overrides) + [f"{k}={v}" for k, v in flags.items() if v is not None]
+
+
+def _finish(result, config) -> int:
+    from menger.logging import print_summary
+    from menger.plot import plot_run
+
+    print_summary(result.final_metrics, target_return=config.stop.target_return)
+    try:
+        png = plot_run(result.run_dir)
+        plot_line = f"plot:    {png}"
+    except Exception as exc:  # noqa: BLE001 - a plot failure must not hide the results
+        plot_line = f"plot:    not written ({exc})"
+    print(f"results: {result.run_dir}  (metrics.jsonl, tb/, checkpoints/, config.yaml)")
+    print(plot_line)
+    if config.stop.target_return is not None:
+        print("target reached" if result.reached_target else "target NOT reached")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from menger import api
+    from menger.experiment import load_experiment
+
+    config = load_experiment(args.experiment, _train_overrides(args))  # validates everything before starting
+    run_dir = Path(args.run_dir) if args.run_dir else api.default_run_dir(config)
+    print(f"training {config.name} ({config.algo}, {config.coordination}, {config.runtime.launcher} launcher, "
+          f"{config.runtime.actors} actors x {config.runtime.envs_per_actor} envs) -> {run_dir}")
+    result = api.run_experiment(config, run_dir, progress=not args.no_progress)
+    return _finish(result, config)
+
+
+def cmd_resume(args) -> int:
+    from menger import api
+
+    result = api.resume(args.run_dir, args.overrides, progress=not args.no_progress)
+    return _finish(result, api.load_run_config(args.run_dir))
+
+
+def cmd_eval(args) -> int:
+    from menger.evaluate import evaluate_run
+
+    report = evaluate_run(args.run_dir, episodes=args.episodes, deterministic=not args.stochastic,
+                          video=args.video, seed=args.seed)
+    print(f"episodes: {report['episodes']}  mean return: {report['return_mean']:.2f} "
+          f"(std {report['return_std']:.2f}, min {report['return_min']:.2f}, max {report['return_max']:.2f})  "
+          f"mean length: {report['length_mean']:.1f}")
+    if report.get("video"):
+        print(f"video: {report['video']}")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from menger.plot import plot_run
+
+    print(plot_run(args.run_dir, args.out))
+    return 0
+
+
+def cmd_presets(args) -> int:
+    from menger.experiment import list_presets
+
+    for name, summary in list_presets().items():
+        print(f"{name:18s} {summary}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    from menger.config import describe, to_dict
+    from menger.experiment import ExperimentConfig, load_experiment
+
+    if args.experiment:
+        import yaml
+
+        print(yaml.safe_dump(to_dict(load_experiment(args.experiment, args.overrides)), sort_keys=False))
+    else:
+        print(describe(ExperimentConfig))
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "plot": cmd_plot, "presets": cmd_presets,
+            "config": cmd_config}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if argv and argv[0] in APP_COMMANDS:
+        import importlib
+
+        module, function, _ = APP_COMMANDS[argv[0]]
+        return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+    args = _parser().parse_args(argv)
+    from menger.config import ConfigError
+    from menger.runtime import NoActorsError
+
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"menger: config error: {exc}", file=sys.stderr)
+        return 2
+    except NoActorsError as exc:
+        print(f"menger: {exc}", file=sys.stderr)
+        return 3
+    except (FileNotFoundError, RuntimeError) as exc:
+        print(f"menger: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("menger: interrupted; the run directory holds a checkpoint to resume from", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""`menger eval`: run a trained policy for N episodes; optionally write a GIF of the first one."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool = True, video: bool = False,
+                 seed: int = 12345, max_steps: int = 100_000) -> dict:
+    from menger.api import load_policy
+    from menger.envs import make_vec_env
+
+    policy = load_policy(run_dir)
+    cfg = policy.config
+    envs = make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
+    returns, lengths, frames = [], [], []
+    obs = envs.reset(seed=seed)
+    ep_return, ep_length, steps = 0.0, 0, 0
+    while len(returns) < episodes and steps < max_steps:
+        if video and not returns:
+            frames.append(_frame(envs, obs))
+        action = policy.act(obs, deterministic=deterministic)
+        result = envs.step(action)
+        ep_return += float(result.reward[0])
+        ep_length += int(result.valid[0])
+        steps += 1
+        ended = result.terminated | result.truncated
+        policy.reset_state(ended | ~result.valid)
+        if ended[0]:
+            returns.append(ep_return)
+            lengths.append(ep_length)
+            ep_return, ep_length = 0.0, 0
+        obs = result.obs
+    envs.close()
+    if not returns:
+        raise RuntimeError(f"no episode finished within {max_steps} steps")
+    report = {"episodes": len(returns), "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
+              "return_min": float(np.min(returns)), "return_max": float(np.max(returns)),
+              "length_mean": float(np.mean(lengths))}
+    frames = [f for f in frames if f is not None]
+    if video and frames:
+        report["video"] = str(_write_gif(frames, Path(run_dir) / "eval.gif"))
+    return report
+
+
+def _frame(envs, obs):
+    """An image of the current state: the env's own rendering if it has one, else an image observation."""
+    inner = getattr(envs, "env", None) or getattr(envs, "envs", None)
+    for candidate in (inner[0] if isinstance(inner, list) else inner,):
+        render = getattr(candidate, "render", None)
+        if render is not None and getattr(candidate, "render_mode", None) == "rgb_array":
+            return render()
+    array = obs if not isinstance(obs, dict) else next(iter(obs.values()))
+    array = np.asarray(array)[0]
+    if array.ndim == 3 and array.dtype == np.uint8:  # stacked frames [C, H, W]: show the newest
+        return np.repeat(array[-1][:, :, None], 3, axis=2)
+    if array.ndim == 2:
+        scaled = (255 * (array - array.min()) / max(1e-9, float(array.max() - array.min()))).astype(np.uint8)
+        return np.repeat(scaled[:, :, None], 3, axis=2)
+    return None
+
+
+def _write_gif(frames: list[np.ndarray], path: Path) -> Path:
+    from PIL import Image
+
+    images = [Image.fromarray(np.asarray(f, dtype=np.uint8)) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=40, loop=0)
+    return path

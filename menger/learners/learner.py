@@ -1,0 +1,209 @@
+"""Learner steps. A batch is time-major unroll data [T, N, ...] (see menger.transport.shm for the layout).
+
+`update(batch)` runs the loss from `menger.losses` and the optimizer, and returns scalar stats. The learner
+owns the model on its device, the optimizer, the learning-rate schedule and a seeded generator for minibatch
+order, and all of them are in `state_dict()` so a resumed run continues exactly.
+"""
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+
+import torch
+from torch import nn
+
+from menger.losses import appo_loss, gae, impala_loss, ppo_loss, vtrace
+
+
+def _to_device(batch: dict, device: torch.device) -> dict:
+    out = {}
+    for key, value in batch.items():
+        out[key] = _to_device(value, device) if isinstance(value, dict) else value.to(device, non_blocking=True)
+    return out
+
+
+def _obs_float(obs):
+    if isinstance(obs, dict):
+        return {k: v.float() for k, v in obs.items()}
+    return obs if obs.dtype in (torch.float32, torch.uint8) else obs.float()
+
+
+def _select_envs(batch: dict, index: torch.Tensor) -> dict:
+    """Columns (envs) of a time-major batch; core_state is [2, N, H], everything else [L, N, ...]."""
+    out = {}
+    for key, value in batch.items():
+        out[key] = _select_envs(value, index) if isinstance(value, dict) else value.index_select(1, index)
+    return out
+
+
+class Learner(ABC):
+    def __init__(self, policy: nn.Module, cfg, *, device: torch.device, total_frames: int | None, amp: bool,
+                 seed: int):
+        self.policy, self.cfg, self.device = policy.to(device), cfg, device
+        self.total_frames = total_frames
+        self.amp = amp
+        self.generator = torch.Generator().manual_seed(seed)
+        self.updates = 0
+        self.optimizer = self._make_optimizer()
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        if getattr(self.cfg, "optimizer", "adam") == "rmsprop":
+            return torch.optim.RMSprop(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, alpha=0.99,
+                                       foreach=True)
+        # foreach: one kernel per op over all parameters, much faster for the many small tensors of RL networks
+        return torch.optim.Adam(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, foreach=True)
+
+    def _set_lr(self, frames: int) -> float:
+        lr = self.cfg.lr
+        if self.cfg.lr_schedule == "linear" and self.total_frames:
+            lr *= max(0.0, 1.0 - frames / self.total_frames)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        return lr
+
+    def _autocast(self):
+        if not self.amp:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=torch.bfloat16)
+
+    def _step(self, loss: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_grad_norm, foreach=True)
+        self.optimizer.step()
+        return norm
+
+    @abstractmethod
+    def update(self, batch: dict, frames: int) -> dict[str, float]:
+        """One learning step on a batch of unrolls; `frames` (env frames so far) drives the LR schedule."""
+
+    def state_dict(self) -> dict:
+        return {"model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.policy.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.updates = int(state["updates"])
+
+
+class PPOLearner(Learner):
+    """PPO (Schulman et al. 2017): GAE on the batch, then `epochs` passes of `minibatches` clipped-surrogate steps."""
+
+    def update(self, batch: dict, frames: int) -> dict[str, float]:
+        cfg, policy = self.cfg, self.policy
+        batch = _to_device(batch, self.device)
+        lr = self._set_lr(frames)
+        obs = _obs_float(batch["obs"])
+        with torch.no_grad(), self._autocast():
+            ev = policy.evaluate(obs, batch["actions"], batch["core_state"], batch["dones"])
+        values = ev.values.float()
+        discounts = cfg.gamma * (1.0 - batch["dones"])
+        advantages, returns = gae(batch["rewards"], values[:-1], values[-1], discounts, cfg.gae_lambda)
+        data = dict(batch, obs=obs, advantages=advantages, returns=returns, old_values=values[:-1])
+        n_envs = batch["dones"].shape[1]
+        minibatches = min(cfg.minibatches, n_envs) if policy.lstm_size else cfg.minibatches
+        info: dict[str, torch.Tensor] = {}
+        for _ in range(cfg.epochs):
+            for mb in self._minibatches(data, minibatches):
+                with self._autocast():
+                    loss, info = self._loss(mb)
+                info = dict(info, grad_norm=self._step(loss, cfg.max_grad_norm), loss=loss.detach())
+            if cfg.target_kl is not None and float(info["approx_kl"]) > cfg.target_kl:
+                break
+        self.updates += 1
+        return dict({k: float(v) for k, v in info.items()}, lr=lr)
+
+    def _minibatches(self, data: dict, count: int):
+        if self.policy.lstm_size:  # whole sequences: split along envs
+            n = data["dones"].shape[1]
+            perm = torch.randperm(n, generator=self.generator).to(self.device)
+            for chunk in perm.chunk(count):
+                yield ("seq", _select_envs(data, chunk))
+            return
+        flat = {key: _flatten_samples(key, value) for key, value in data.items() if key != "core_state"}
+        real = flat["valid"].nonzero().squeeze(-1)  # learn from real transitions only: no mask in the hot loop
+        perm = real[torch.randperm(real.numel(), generator=self.generator).to(self.device)]
+        for chunk in perm.chunk(count) if real.numel() else ():
+            yield ("flat", {key: _take(value, chunk) for key, value in flat.items()})
+
+    def _loss(self, minibatch):
+        kind, mb = minibatch
+        cfg, policy = self.cfg, self.policy
+        if kind == "seq":
+            ev = policy.evaluate(mb["obs"], mb["actions"], mb["core_state"], mb["dones"])
+            new_logp, entropy, new_values = ev.logp, ev.entropy, ev.values[:-1]
+        else:
+            out, new_values, _ = policy(mb["obs"])
+            new_logp, entropy = policy.logp_entropy(out, mb["actions"])
+        return ppo_loss(new_logp.float(), mb["logp"], mb["advantages"], new_values.float(), mb["old_values"],
+                        mb["returns"], entropy.float(), mb["valid"] if kind == "seq" else None, clip=cfg.clip, value_coef=cfg.value_coef,
+                        entropy_coef=cfg.entropy_coef, value_clip=cfg.value_clip,
+                        normalize_advantages=cfg.normalize_advantages)
+
+
+def _flatten_samples(key: str, value):
+    """[T(+1), N, ...] -> [T*N, ...]; observations drop their bootstrap row."""
+    if isinstance(value, dict):
+        return {k: _flatten_samples(key, v) for k, v in value.items()}
+    if key == "obs":
+        value = value[:-1]
+    return value.flatten(0, 1)
+
+
+def _take(value, index: torch.Tensor):
+    if isinstance(value, dict):
+        return {k: v.index_select(0, index) for k, v in value.items()}
+    return value.index_select(0, index)
+
+
+class VTraceLearner(Learner):
+    """IMPALA (Espeholt et al. 2018) or APPO: V-trace targets from the learner's own values, one step per batch."""
+
+    def __init__(self, *args, appo: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.appo = appo
+
+    def update(self, batch: dict, frames: int) -> dict[str, float]:
+        cfg = self.cfg
+        batch = _to_device(batch, self.device)
+        lr = self._set_lr(frames)
+        batch["obs"] = _obs_float(batch["obs"])
+        rewards = batch["rewards"]
+        if cfg.reward_clip is not None:
+            batch["rewards"] = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
+        n_envs = batch["dones"].shape[1]
+        info: dict[str, torch.Tensor] = {}
+        for _ in range(cfg.epochs if self.appo else 1):
+            perm = torch.randperm(n_envs, generator=self.generator).to(self.device)
+            for chunk in perm.chunk(min(cfg.minibatches, n_envs)):
+                mb = _select_envs(batch, chunk) if cfg.minibatches > 1 else batch
+                with self._autocast():
+                    loss, info = self._loss(mb)
+                info = dict(info, grad_norm=self._step(loss, cfg.max_grad_norm), loss=loss.detach())
+        self.updates += 1
+        return dict({k: float(v) for k, v in info.items()}, lr=lr)
+
+    def _loss(self, mb: dict):
+        cfg = self.cfg
+        ev = self.policy.evaluate(mb["obs"], mb["actions"], mb["core_state"], mb["dones"])
+        values = ev.values.float()
+        target_logp = ev.logp.float()
+        with torch.no_grad():
+            returns = vtrace(mb["logp"], target_logp.detach(), mb["rewards"], values[:-1].detach(), values[-1].detach(),
+                             cfg.gamma * (1.0 - mb["dones"]), clip_rho=cfg.clip_rho, clip_pg_rho=cfg.clip_pg_rho,
+                             clip_c=cfg.clip_c, lam=cfg.lam)
+        if self.appo:
+            return appo_loss(target_logp, mb["logp"], values[:-1], ev.entropy.float(), returns, mb["valid"],
+                             clip=cfg.clip, value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef,
+                             normalize_advantages=cfg.normalize_advantages)
+        return impala_loss(target_logp, values[:-1], ev.entropy.float(), returns, mb["valid"],
+                           value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
+
+
+def make_learner(config, policy: nn.Module, device: torch.device) -> Learner:
+    common = dict(device=device, total_frames=config.stop.env_frames, amp=config.runtime.amp, seed=config.runtime.seed)
+    if config.algo == "ppo":
+        return PPOLearner(policy, config.ppo, **common)
+    return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

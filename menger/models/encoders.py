@@ -1,0 +1,80 @@
+"""Observation encoders: a batch of observations [N, ...] -> features [N, D]."""
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+MASK_KEY = "action_mask"
+
+
+def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(n_in, n_out), activation()]
+    return nn.Sequential(*layers)
+
+
+class MLPEncoder(nn.Module):
+    """Flattens every (non-mask) observation entry, concatenates them, and applies an MLP."""
+
+    def __init__(self, obs_space: gym.Space, hidden: tuple[int, ...], activation: str = "tanh"):
+        super().__init__()
+        self.keys = _entry_keys(obs_space)
+        in_dim = sum(int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
+        act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+        self.net = _mlp([in_dim, *hidden], act)
+        self.out_dim = hidden[-1] if hidden else in_dim
+
+    def forward(self, obs) -> torch.Tensor:
+        if isinstance(obs, dict):
+            x = torch.cat([obs[k].flatten(1) for k in self.keys], dim=1)
+        else:
+            x = obs.flatten(1)
+        return self.net(x)
+
+
+class NatureCNN(nn.Module):
+    """The DQN/IMPALA-shallow Nature CNN on [N, C, 84, 84] uint8-range frames (scaled by 1/255)."""
+
+    def __init__(self, obs_space: gym.Space, hidden: int = 512):
+        super().__init__()
+        channels, height, width = obs_space.shape
+        self.conv = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            n_flat = self.conv(torch.zeros(1, channels, height, width)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(n_flat, hidden), nn.ReLU())
+        self.out_dim = hidden
+        self.scale = 1.0 / 255.0 if obs_space.dtype == np.uint8 else 1.0
+
+    def forward(self, obs) -> torch.Tensor:
+        return self.fc(self.conv(obs * self.scale))
+
+
+def _entry_keys(space: gym.Space) -> list[str]:
+    if isinstance(space, gym.spaces.Dict):
+        return [k for k in space.spaces if k != MASK_KEY]
+    return [""]
+
+
+def _entry_space(space: gym.Space, key: str) -> gym.Space:
+    return space[key] if key else space
+
+
+def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], activation: str) -> nn.Module:
+    if kind == "auto":
+        is_image = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
+        kind = "cnn" if is_image else "mlp"
+    if kind == "cnn":
+        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3):
+            raise ValueError(f"model.encoder=cnn needs an image observation [C, H, W]; got {obs_space}")
+        return NatureCNN(obs_space, hidden=hidden[-1] if hidden else 512)
+    if kind == "mlp":
+        return MLPEncoder(obs_space, hidden, activation)
+    raise ValueError(f"unknown model.encoder {kind!r}; use auto, mlp or cnn")

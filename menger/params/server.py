@@ -1,0 +1,58 @@
+"""One copy of the newest parameters per host, in shared memory, guarded by a seqlock.
+
+The learner is the only writer: `publish` bumps a sequence counter to odd, copies the flat parameter vector,
+then sets the version and bumps the counter to even. Actors read without any lock: they copy, and retry if
+the counter moved or was odd. A reader killed mid-read therefore can never block the learner (a lock held
+by a SIGKILLed actor would), and actors copy only when the version moved (Menger's parameter cache).
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+
+class SharedParameters:
+    def __init__(self, module: nn.Module, shared: bool = True):
+        n = sum(p.numel() for p in module.parameters())
+        self.flat = torch.zeros(n, dtype=torch.float32)
+        self._control = torch.zeros(2, dtype=torch.int64)  # [sequence, version]
+        if shared:
+            self.flat.share_memory_()
+            self._control.share_memory_()
+        self.reads = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self.flat.numel() * self.flat.element_size()
+
+    def version(self) -> int:
+        return int(self._control[1])
+
+    def publish(self, module: nn.Module, version: int) -> None:
+        vector = parameters_to_vector([p.detach() for p in module.parameters()]).to("cpu", torch.float32)
+        self._control[0] += 1
+        self.flat.copy_(vector)
+        self._control[1] = version
+        self._control[0] += 1
+
+    def read_into(self, module: nn.Module, timeout_s: float = 10.0) -> int:
+        """Copy the newest parameters into `module`; returns their version."""
+        deadline = time.monotonic() + timeout_s
+        local = torch.empty_like(self.flat)
+        while True:
+            before = int(self._control[0])
+            if before % 2 == 0:
+                local.copy_(self.flat)
+                version = int(self._control[1])
+                if int(self._control[0]) == before:
+                    break
+            if time.monotonic() > deadline:
+                raise TimeoutError("parameter read kept racing the learner's writes for %.0f s" % timeout_s)
+            time.sleep(0)
+        with torch.no_grad():
+            vector_to_parameters(local, module.parameters())
+        self.reads += 1
+        return version

@@ -1,0 +1,458 @@
+"""The coordinator loop that runs in the learner's process.
+
+Loop (`Trainer.run`)::
+
+    start every actor (through the launcher) and grant it its slots
+    while not stop condition:
+        supervise actors: restart the dead and the stalled as new incarnations (back-off, a cap)
+        receive unroll tags: accept, or drop and count (policy lag, duplicates)
+        when a batch is ready: gather the slots, grant them again, learner.update, publish version += 1
+            sync:  a batch is one unroll per actor, all acted with the newest params; grants follow the publish
+            async: a batch is `batch_unrolls` unrolls; slots are granted again as soon as they are copied
+        every log interval: metrics; every checkpoint interval: a crash-consistent checkpoint
+
+No wait is without a deadline: with no live actor for `no_actor_deadline_s`, `NoActorsError` ends the run.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as wait_connections
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from menger.actors import ActorLinks, run_actor
+from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
+from menger.config import dump_yaml, to_dict
+from menger.core import UnrollMeta
+from menger.envs import make_vec_env
+from menger.experiment import ExperimentConfig
+from menger.learners import make_learner
+from menger.models import build_policy
+from menger.params import SharedParameters
+from menger.runtime.accounting import FrameAccounts
+from menger.transport import UnrollBuffers, UnrollSpec
+
+log = logging.getLogger("menger.trainer")
+
+
+class NoActorsError(RuntimeError):
+    """No actor was alive for longer than the deadline."""
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    final_metrics: dict
+    reached_target: bool = False
+
+
+@dataclass
+class ActorRecord:
+    actor_id: int
+    slots: list[int]
+    incarnation: int = 0
+    handle: object = None
+    conn: object = None
+    started_at: float = 0.0
+    restarts: int = 0
+    restart_at: float | None = None
+    given_up: bool = False
+    last_sequence: int = 0
+    owed_grant: bool = False  # sync: this actor still owes the unroll of the current version
+    last_error: str = ""
+    free: list[int] = field(default_factory=list)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("runtime.device=cuda but no CUDA device is available; use device=auto or cpu")
+    return torch.device(name)
+
+
+class Trainer:
+    def __init__(self, config: ExperimentConfig, run_dir: str | Path, *, launcher, loggers=(), progress=None,
+                 resume: bool = False):
+        self.cfg, self.run_dir, self.launcher = config, Path(run_dir), launcher
+        self.loggers, self.progress = list(loggers), progress
+        self.sync = config.coordination == "sync"
+        self.resume = resume
+        self.accounts = FrameAccounts()
+        self.version = 0
+        self.wall_offset = 0.0
+        self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=config.checkpoint.keep_last)
+        self._last_metrics: dict = {}
+        self._restores: dict[int, dict] = {}
+
+    # ----- set-up --------------------------------------------------------------------------
+    def _setup(self) -> None:
+        cfg, rt = self.cfg, self.cfg.runtime
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        dump_yaml(to_dict(cfg), self.run_dir / "config.yaml")
+        probe = make_vec_env(cfg.env.id, 1, seed=rt.seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
+        obs_space, action_space = probe.single_observation_space, probe.single_action_space
+        probe.close()
+        torch.manual_seed(rt.seed)
+        self.device = resolve_device(rt.device)
+        if self.device.type == "cpu":
+            torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.actors))
+        policy = build_policy(obs_space, action_space, cfg.model)
+        self.learner = make_learner(cfg, policy, self.device)
+        spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size)
+        slots_per_actor = 1 if self.sync else rt.slots_per_actor
+        self.buffers = UnrollBuffers(spec, rt.actors * slots_per_actor, shared=True)
+        self.params = SharedParameters(policy, shared=True)
+        self.heartbeat = torch.zeros(rt.actors, dtype=torch.float64).share_memory_()
+        self.progress_frames = torch.zeros(rt.actors, dtype=torch.int64).share_memory_()
+        self.stop_flag = torch.zeros(1, dtype=torch.uint8).share_memory_()
+        self.actors = [ActorRecord(i, list(range(i * slots_per_actor, (i + 1) * slots_per_actor)))
+                       for i in range(rt.actors)]
+        if self.resume:
+            self._restore()
+        self.params.publish(self.learner.policy, self.version)
+
+    # ----- the loop ------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        self._setup()
+        self.start = time.monotonic()
+        self._last_log = self._last_ckpt = self.start
+        self._last_alive = self.start
+        self.pending: list[tuple[int, UnrollMeta]] = []
+        for record in self.actors:
+            self._start_actor(record)
+        reached = False
+        try:
+            while True:
+                self._supervise()
+                self._receive(timeout=0.005)
+                if self._batch_ready():
+                    self._learn()
+                    reason = self._stop_reason()
+                    if reason:
+                        reached = reason == "target_return"
+                        self._checkpoint()
+                        break
+                    if self._checkpoint_due():
+                        self._checkpoint()
+                    if self.sync:
+                        self._grant_round()
+                elif self._stop_reason() == "wall_clock":
+                    self._checkpoint()
+                    break
+                self._maybe_log()
+        except KeyboardInterrupt:
+            log.warning("interrupted: writing a checkpoint before exiting")
+            self._checkpoint()
+            raise
+        finally:
+            self._shutdown()
+        metrics = self._metrics()
+        self._write_metrics(metrics)
+        return TrainResult(self.run_dir, metrics, reached)
+
+    def elapsed(self) -> float:
+        return self.wall_offset + time.monotonic() - self.start
+
+    # ----- actors ---------------------------------------------------------------------------
+    def _start_actor(self, record: ActorRecord) -> None:
+        cfg = self.cfg
+        learner_end, actor_end = mp.Pipe(duplex=True)
+        links = ActorLinks(self.buffers, self.params, actor_end, self.heartbeat, self.progress_frames, self.stop_flag,
+                           parent_pid=os.getpid() if self.launcher.name == "processes" else None)
+        record.conn = learner_end
+        record.started_at = time.time()
+        self.heartbeat[record.actor_id] = record.started_at + cfg.runtime.startup_grace_s
+        self.progress_frames[record.actor_id] = 0
+        seed = cfg.runtime.seed * 100_003 + record.actor_id * 1009 + record.incarnation * 7919
+        kwargs = dict(actor_id=record.actor_id, incarnation=record.incarnation, config=cfg, links=links, seed=seed,
+                      restore=self._restores.pop(record.actor_id, None),
+                      single_thread=self.launcher.single_thread_actors)
+        record.handle = self.launcher.start_actor(run_actor, kwargs)
+        if self.launcher.name == "processes":
+            actor_end.close()
+        record.restart_at = None
+        record.last_sequence = 0
+        pending_slots = {slot for slot, _ in self.pending}
+        record.free = [s for s in record.slots if s not in pending_slots]
+        if self.sync:
+            if record.owed_grant or record.incarnation == 0:
+                self._grant(record, record.free.pop(0))
+                record.owed_grant = True
+        else:
+            while record.free:
+                self._grant(record, record.free.pop(0))
+
+    def _grant(self, record: ActorRecord, slot: int) -> None:
+        try:
+            record.conn.send(("grant", slot))
+        except (OSError, ValueError):  # the actor is gone; supervision restarts it and re-grants
+            record.free.append(slot)
+
+    def _grant_round(self) -> None:
+        for record in self.actors:
+            if record.given_up or record.handle is None:
+                record.owed_grant = not record.given_up
+                continue
+            record.owed_grant = True
+            if record.free:
+                self._grant(record, record.free.pop(0))
+
+    def _supervise(self) -> None:
+        now, rt = time.time(), self.cfg.runtime
+        alive = 0
+        for record in self.actors:
+            if record.given_up:
+                continue
+            if record.handle is None:
+                if record.restart_at is not None and now >= record.restart_at:
+                    self._start_actor(record)
+                continue
+            if not record.handle.is_alive():
+                self._receive_from(record)
+                code = getattr(record.handle, "exitcode", None)
+                self._lose_actor(record, f"died (exit code {code})" + (f": {record.last_error}" if record.last_error else ""))
+            elif now - float(self.heartbeat[record.actor_id]) > rt.heartbeat_timeout_s:
+                record.handle.kill()
+                record.handle.join(5.0)
+                self._lose_actor(record, f"stalled (no heartbeat for {rt.heartbeat_timeout_s:.1f} s)")
+            else:
+                alive += 1
+        monotonic = time.monotonic()
+        if alive:
+            self._last_alive = monotonic
+        elif monotonic - self._last_alive > rt.no_actor_deadline_s:
+            errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
+            raise NoActorsError(f"no actor has been alive for {rt.no_actor_deadline_s:.0f} s "
+                                f"(runtime.no_actor_deadline_s); last errors: {errors or 'none reported'}")
+
+    def _lose_actor(self, record: ActorRecord, why: str) -> None:
+        lost = int(self.progress_frames[record.actor_id])
+        self.accounts.drop("actor_lost", lost)
+        self.accounts.produced += lost
+        try:
+            record.conn.close()
+        except OSError:
+            pass
+        record.handle, record.conn = None, None
+        record.restarts += 1
+        record.incarnation += 1
+        if record.restarts > self.cfg.runtime.max_restarts:
+            record.given_up = True
+            log.error("actor %d %s; restarted %d times, giving it up (runtime.max_restarts)",
+                      record.actor_id, why, record.restarts - 1)
+            return
+        backoff = min(0.05 * 2 ** (record.restarts - 1), 5.0)
+        record.restart_at = time.time() + backoff
+        log.warning("actor %d %s; %d frames of its partial unroll dropped; restarting as incarnation %d in %.2f s",
+                    record.actor_id, why, lost, record.incarnation, backoff)
+
+    # ----- receiving ------------------------------------------------------------------------
+    def _receive(self, timeout: float) -> None:
+        conns = {r.conn: r for r in self.actors if r.conn is not None}
+        if not conns:
+            time.sleep(timeout)
+            return
+        for conn in wait_connections(list(conns), timeout):
+            self._receive_from(conns[conn])
+
+    def _receive_from(self, record: ActorRecord) -> None:
+        conn = record.conn
+        try:
+            while conn is not None and conn.poll():
+                message = conn.recv()
+                if message[0] == "unroll":
+                    self._accept(record, message[1], message[2])
+                elif message[0] == "error":
+                    record.last_error = message[1]
+                    log.debug("actor %d traceback:\n%s", record.actor_id, message[2])
+                elif message[0] == "snapshot":
+                    self._snapshots[record.actor_id] = message[1]
+        except (EOFError, OSError):
+            pass
+
+    def _accept(self, record: ActorRecord, slot: int, meta: UnrollMeta) -> None:
+        acc = self.accounts
+        acc.produced += meta.frames
+        acc.record_episodes(meta.episode_returns, meta.episode_lengths)
+        self._env_stats = dict(meta.env_stats)
+        if meta.incarnation != record.incarnation:
+            acc.drop("stale_incarnation", meta.frames)
+            record.free.append(slot)
+            return
+        if meta.sequence <= record.last_sequence:
+            acc.duplicates += 1
+            acc.drop("duplicate", meta.frames)
+            self._grant(record, slot)
+            return
+        record.last_sequence = meta.sequence
+        lag = self.version - meta.policy_version
+        if not self.sync and lag > self.cfg.runtime.max_policy_lag:
+            acc.drop("policy_lag", meta.frames)
+            self._grant(record, slot)
+            return
+        if self.sync:
+            record.owed_grant = False
+        self.pending.append((slot, meta))
+
+    def _batch_ready(self) -> bool:
+        if self.sync:
+            return bool(self.pending) and not any(r.owed_grant and not r.given_up for r in self.actors)
+        want = self.cfg.runtime.batch_unrolls or len(self.actors)
+        return len(self.pending) >= want
+
+    # ----- learning -------------------------------------------------------------------------
+    def _learn(self) -> None:
+        want = len(self.pending) if self.sync else (self.cfg.runtime.batch_unrolls or len(self.actors))
+        taken, self.pending = self.pending[:want], self.pending[want:]
+        batch = self.buffers.gather([slot for slot, _ in taken])
+        for slot, meta in taken:
+            record = self.actors[meta.actor_id]
+            if self.sync or record.handle is None:
+                record.free.append(slot)
+            else:
+                self._grant(record, slot)
+        frames = sum(meta.frames for _, meta in taken)
+        lags = [self.version - meta.policy_version for _, meta in taken]
+        self.accounts.lags.extend(lags)
+        stats = self.learner.update(batch, self.accounts.accepted + frames)
+        self.accounts.accepted += frames
+        self.version += 1
+        self.params.publish(self.learner.policy, self.version)
+        self._learner_stats = stats
+
+    # ----- stopping, checkpoints, metrics ---------------------------------------------------
+    def _stop_reason(self) -> str | None:
+        stop = self.cfg.stop
+        if stop.target_return is not None:
+            mean = self.accounts.mean_return(stop.window)
+            if mean is not None and mean >= stop.target_return:
+                return "target_return"
+        if stop.env_frames is not None and self.accounts.accepted >= stop.env_frames:
+            return "env_frames"
+        if stop.wall_clock_s is not None and self.elapsed() >= stop.wall_clock_s:
+            return "wall_clock"
+        return None
+
+    def _checkpoint_due(self) -> bool:
+        ck = self.cfg.checkpoint
+        if ck.interval_updates and self.learner.updates % ck.interval_updates == 0:
+            return True
+        return ck.interval_s > 0 and time.monotonic() - self._last_ckpt >= ck.interval_s
+
+    def _collect_actor_snapshots(self, timeout: float = 10.0) -> dict[int, dict]:
+        """Sync mode only: actors are idle between rounds, so their state is a clean cut."""
+        self._snapshots: dict[int, dict] = {}
+        if not self.sync:
+            return {}
+        asked = [r for r in self.actors if r.conn is not None]
+        for record in asked:
+            try:
+                record.conn.send(("snapshot",))
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        while len(self._snapshots) < len(asked) and time.monotonic() < deadline:
+            self._receive(timeout=0.01)
+        return dict(self._snapshots)
+
+    def _checkpoint(self) -> None:
+        snapshots = self._collect_actor_snapshots()
+        state = {
+            "learner": self.learner.state_dict(),
+            "version": self.version,
+            "accounts": self.accounts.state(),
+            "wall_s": self.elapsed(),
+            "torch_rng": torch.get_rng_state(),
+            "actors": {str(k): v for k, v in snapshots.items()},
+            "incarnations": [r.incarnation for r in self.actors],
+        }
+        tensors, meta = flatten_state(state)
+        self.checkpoints.save(self.learner.updates, tensors, meta)
+        self._last_ckpt = time.monotonic()
+
+    def _restore(self) -> None:
+        checkpoint = self.checkpoints.load_latest()
+        if checkpoint is None:
+            raise RuntimeError(f"nothing to resume in {self.run_dir}: it has no checkpoint")
+        state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
+        self.learner.load_state_dict(state["learner"])
+        self.version = int(state["version"])
+        self.accounts = FrameAccounts.from_state(state["accounts"])
+        self.wall_offset = float(state["wall_s"])
+        torch.set_rng_state(state["torch_rng"])
+        self._restores = {int(k): v for k, v in state.get("actors", {}).items()}
+        log.info("resumed from %s (update %d, %d frames)", checkpoint.path.name, self.learner.updates,
+                 self.accounts.accepted)
+
+    def _metrics(self) -> dict:
+        acc, elapsed = self.accounts, self.elapsed()
+        last = self._last_metrics
+        dt = max(1e-9, elapsed - last.get("time/wall_s", self.wall_offset))
+        lags = acc.lags or [0]
+        m = {
+            "time/wall_s": elapsed,
+            "time/env_frames": acc.accepted,
+            "time/env_frames_produced": acc.produced,
+            "actor/fps": (acc.produced - last.get("time/env_frames_produced", acc.produced if not last else 0)) / dt,
+            "learner/fps": (acc.accepted - last.get("time/env_frames", acc.accepted if not last else 0)) / dt,
+            "learner/updates": self.learner.updates,
+            "learner/updates_per_s": (self.learner.updates - last.get("learner/updates", 0)) / dt,
+            "learner/policy_lag_mean": float(np.mean(lags)),
+            "learner/policy_lag_max": float(np.max(lags)),
+            "learner/version": self.version,
+            "episode/count": acc.episodes,
+            "transport/frames_dropped": sum(acc.dropped.values()),
+            "transport/duplicates": acc.duplicates,
+            "transport/bytes_per_env_slot": self.buffers.bytes_per_env_slot,
+            "actor/restarts": sum(r.restarts for r in self.actors),
+            "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive()),
+            "params/bytes_per_version": self.params.nbytes,
+        }
+        if not last:
+            m["actor/fps"] = acc.produced / max(dt, 1e-9) if elapsed > 0 else 0.0
+            m["learner/fps"] = acc.accepted / max(dt, 1e-9) if elapsed > 0 else 0.0
+        for reason, frames in acc.dropped.items():
+            m[f"transport/frames_dropped/{reason}"] = frames
+        if acc.returns:
+            window = list(acc.returns)[-self.cfg.stop.window:]
+            m["episode/return_mean"] = float(np.mean(window))
+            m["episode/length_mean"] = float(np.mean(list(acc.lengths)[-self.cfg.stop.window:]))
+        for key, value in getattr(self, "_learner_stats", {}).items():
+            m[f"learner/{key}"] = value
+        for key, value in getattr(self, "_env_stats", {}).items():
+            m[f"actor/env_{key}"] = value
+        acc.lags = []
+        return m
+
+    def _write_metrics(self, metrics: dict) -> None:
+        self._last_metrics = metrics
+        for logger in self.loggers:
+            logger.write(metrics, step=int(metrics["time/env_frames"]))
+        if self.progress is not None:
+            self.progress.write(metrics, step=int(metrics["time/env_frames"]))
+
+    def _maybe_log(self) -> None:
+        now = time.monotonic()
+        if now - self._last_log >= self.cfg.log.interval_s:
+            self._last_log = now
+            self._write_metrics(self._metrics())
+
+    def _shutdown(self) -> None:
+        self.stop_flag[0] = 1
+        deadline = time.monotonic() + 5.0
+        for record in self.actors:
+            if record.handle is not None:
+                record.handle.join(max(0.0, deadline - time.monotonic()))
+                if record.handle.is_alive():
+                    record.handle.kill()
+                    record.handle.join(1.0)
+            if record.conn is not None:
+                record.conn.close()
+        self.launcher.shutdown()

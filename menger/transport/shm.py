@@ -1,0 +1,95 @@
+"""Preallocated unroll slots in shared memory (torchbeast's free/full queues, sample-factory's shared buffers).
+
+Each actor owns `slots_per_actor` slots. The learner grants a free slot to an actor; the actor writes a whole
+unroll into it in place and sends back only `(slot, UnrollMeta)`; the learner copies the slots it batches and
+grants them again. Bulk data is never pickled.
+
+Layout of one slot (T = unroll_length, B = envs_per_actor)::
+
+    obs        [T+1, B, *obs_shape]   (a dict of such tensors for Dict observations; obs[T] is the bootstrap)
+    actions    [T, B, *action_shape]
+    logp       [T, B]   behaviour log-probability of the action taken
+    rewards    [T, B]
+    dones      [T, B]   1.0 where the episode ended at t (terminated, truncated, or an invalid step)
+    valid      [T, B]   1.0 for real transitions (0 for autoreset steps and rejected values)
+    core_state [2, B, H] recurrent state at the unroll's start (H = 0 without an LSTM core)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+_TORCH_DTYPES = {np.dtype(np.uint8): torch.uint8, np.dtype(np.int8): torch.int8, np.dtype(np.int32): torch.int32,
+                 np.dtype(np.int64): torch.int64, np.dtype(np.float64): torch.float32, np.dtype(np.bool_): torch.uint8}
+
+
+def _obs_dtype(space: gym.Space) -> torch.dtype:
+    return _TORCH_DTYPES.get(np.dtype(space.dtype), torch.float32)
+
+
+@dataclass(frozen=True)
+class UnrollSpec:
+    observation_space: gym.Space
+    action_space: gym.Space
+    unroll_length: int
+    envs_per_actor: int
+    lstm_size: int = 0
+
+    def field_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+        t, b = self.unroll_length, self.envs_per_actor
+        fields: dict = {}
+        obs = self.observation_space
+        if isinstance(obs, gym.spaces.Dict):
+            for key, space in obs.spaces.items():
+                fields[f"obs.{key}"] = ((t + 1, b, *space.shape), _obs_dtype(space))
+        else:
+            fields["obs"] = ((t + 1, b, *obs.shape), _obs_dtype(obs))
+        act = self.action_space
+        if isinstance(act, gym.spaces.Discrete):
+            fields["actions"] = ((t, b), torch.int64)
+        else:
+            fields["actions"] = ((t, b, *act.shape), torch.float32)
+        for name in ("logp", "rewards", "dones", "valid"):
+            fields[name] = ((t, b), torch.float32)
+        fields["core_state"] = ((2, b, self.lstm_size), torch.float32)
+        return fields
+
+
+class UnrollBuffers:
+    """`num_slots` unroll slots, shared between processes when `shared` is set."""
+
+    def __init__(self, spec: UnrollSpec, num_slots: int, shared: bool = True):
+        self.spec, self.num_slots = spec, num_slots
+        self.tensors: dict[str, torch.Tensor] = {}
+        for name, (shape, dtype) in spec.field_shapes().items():
+            tensor = torch.zeros((num_slots, *shape), dtype=dtype)
+            self.tensors[name] = tensor.share_memory_() if shared else tensor
+
+    @property
+    def bytes_per_slot(self) -> int:
+        return sum(t[0].numel() * t.element_size() for t in self.tensors.values())
+
+    @property
+    def bytes_per_env_slot(self) -> int:
+        """Shared-memory bytes for one env's share of an unroll slot."""
+        return self.bytes_per_slot // self.spec.envs_per_actor
+
+    def slot(self, index: int) -> dict[str, torch.Tensor]:
+        """Tensor views of one slot (writes go straight to shared memory)."""
+        return {name: t[index] for name, t in self.tensors.items()}
+
+    def gather(self, slots: list[int]) -> dict:
+        """Copy the given slots into one batch, concatenated along the env axis: [T, len(slots)*B, ...]."""
+        index = torch.as_tensor(slots)
+        batch: dict = {}
+        for name, t in self.tensors.items():
+            picked = t.index_select(0, index)  # [S, L, B, ...]: a copy, so the slots can be granted again at once
+            merged = picked.movedim(0, 1).flatten(1, 2)  # [L, S*B, ...] with L = T+1, T or 2
+            if name.startswith("obs."):
+                batch.setdefault("obs", {})[name[4:]] = merged
+            else:
+                batch[name] = merged
+        return batch
