@@ -1,0 +1,161 @@
+"""``make_vec_env``: turn an env id into a Menger ``VecEnv``.
+
+An id is resolved in this order:
+
+1. a preset (``preset="atari"``) picks a purpose-built vector env;
+2. ``package.module:ClassOrFactory`` names a user env: a gymnasium.Env class/factory (stepped in a loop)
+   or a VectorEnv class/factory taking ``num_envs`` (used as is);
+3. anything else is a gymnasium id. Ids of Menger's own envs (chip placement, cluster scheduling) and
+   of ALE are imported on first use, so importing ``menger.envs`` stays cheap.
+
+An env with its own vectorised implementation (a ``vector_entry_point``) is used through it; others
+are stepped one by one in a loop.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import inspect
+from typing import Any, Callable
+
+import gymnasium
+
+from menger.envs.atari import make_atari_vector_env, rom_name
+from menger.envs.faults import FaultPolicy, UnknownEnvError
+from menger.envs.vector import LoopVecEnv, NativeVecEnv, VecEnv
+
+PRESETS = ("atari",)
+
+# Modules whose import registers more gymnasium ids; tried only when an id is not yet known.
+LAZY_ENV_PROVIDERS = ("menger.envs.chip", "menger.envs.cluster", "ale_py")
+
+
+def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
+                 nonfinite: str = "drop", num_threads: int = 1, max_reset_retries: int = 5) -> VecEnv:
+    """B copies of ``env_id`` behind Menger's ``VecEnv`` interface.
+
+    Args:
+        env_id: a gymnasium id ("CartPole-v1", "ALE/Pong-v5", "ChipPlacement-v0") or a user env given
+            as "package.module:ClassOrFactory".
+        num_envs: B, the number of envs stepped together.
+        seed: env i is seeded from ``seed`` on the first reset (``seed + i`` in loop mode).
+        kwargs: passed to the env's constructor (or, with a preset, override the preset's settings).
+        preset: "atari" for ALE's threaded vector env with the standard preprocessing.
+        nonfinite: "drop" NaN/Inf transitions (counted in ``stats``) or "fail" on the first one.
+        num_threads: worker threads, for envs that have them (the atari preset).
+        max_reset_retries: retries of a failing reset before ``EnvError``.
+    """
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
+    faults = FaultPolicy(nonfinite=nonfinite, max_reset_retries=max_reset_retries)
+    kwargs = dict(kwargs or {})
+    common = {"env_id": env_id, "seed": seed, "faults": faults}
+    if preset is not None:
+        return NativeVecEnv(_preset_factory(preset, env_id, num_envs, num_threads, kwargs), **common)
+    is_vector, factory = resolve_env(env_id)
+    if is_vector:
+        return NativeVecEnv(functools.partial(factory, num_envs=num_envs, **kwargs), **common)
+    return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, **common)
+
+
+def resolve_env(env_id: str) -> tuple[bool, Callable[..., Any]]:
+    """(is it vectorised, a factory) for an id; unknown ids, modules and attributes raise ``UnknownEnvError``."""
+    if ":" in env_id:
+        module_name, _, attribute = env_id.partition(":")
+        module = _import_user_module(module_name, env_id)
+        if hasattr(module, attribute):
+            return _classify_user_env(getattr(module, attribute), env_id)
+        if attribute in gymnasium.registry:  # gymnasium's own "module:Id" form
+            return _gymnasium_factory(attribute)
+        raise UnknownEnvError(
+            f"Module {module_name!r} has no attribute {attribute!r} (from env id {env_id!r})."
+            f"{_did_you_mean(attribute, [name for name in dir(module) if not name.startswith('_')])}"
+        )
+    _find_spec(env_id)
+    return _gymnasium_factory(env_id)
+
+
+def _preset_factory(preset: str, env_id: str, num_envs: int, num_threads: int, kwargs: dict) -> Callable:
+    if preset != "atari":
+        raise ValueError(f"Unknown preset {preset!r}.{_did_you_mean(preset, list(PRESETS))} Presets: {PRESETS}.")
+    rom_name(env_id)  # fail now, with suggestions, rather than inside the first build
+    return functools.partial(make_atari_vector_env, env_id, num_envs, num_threads=num_threads, kwargs=kwargs)
+
+
+def _gymnasium_factory(env_id: str) -> tuple[bool, Callable[..., Any]]:
+    spec = gymnasium.spec(env_id)
+    if spec.vector_entry_point is not None:
+        return True, functools.partial(_make_native, env_id)
+    # The passive checker only warns on the first steps; it is left out to keep the step path short
+    # and every wrapper layer snapshotable.
+    return False, functools.partial(gymnasium.make, env_id, disable_env_checker=True)
+
+
+def _make_native(env_id: str, *, num_envs: int, **kwargs: Any) -> gymnasium.vector.VectorEnv:
+    return gymnasium.make_vec(env_id, num_envs, vectorization_mode="vector_entry_point", **kwargs)
+
+
+def _find_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
+    try:
+        return gymnasium.spec(env_id)
+    except gymnasium.error.Error:
+        pass
+    import_problems = _import_lazy_providers()
+    try:
+        return gymnasium.spec(env_id)
+    except gymnasium.error.Error as exc:
+        problems = "".join(f" ({name} could not be imported: {problem})" for name, problem in import_problems)
+        raise UnknownEnvError(
+            f"Unknown environment id {env_id!r}.{_did_you_mean(env_id, list(gymnasium.registry))} "
+            "Give a gymnasium id (list them with gymnasium.pprint_registry()) or a user env as "
+            f"'package.module:ClassOrFactory'.{problems}"
+        ) from exc
+
+
+def _import_lazy_providers() -> list[tuple[str, str]]:
+    """Import the modules that register more ids; report (not raise) their failures for the error message."""
+    problems = []
+    for name in LAZY_ENV_PROVIDERS:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a provider under construction must not hide the real "unknown id" error
+            problems.append((name, f"{type(exc).__name__}: {exc}"))
+    return problems
+
+
+def _import_user_module(module_name: str, env_id: str):
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise UnknownEnvError(
+            f"Cannot import module {module_name!r} for env {env_id!r}: {exc}. Check that its package is installed "
+            "and on the path; the format is 'package.module:ClassOrFactory'."
+        ) from exc
+
+
+def _classify_user_env(target: Any, env_id: str) -> tuple[bool, Callable[..., Any]]:
+    if isinstance(target, type) and issubclass(target, gymnasium.vector.VectorEnv):
+        return True, target
+    if isinstance(target, type) and issubclass(target, gymnasium.Env):
+        return False, target
+    if callable(target) and not isinstance(target, type):
+        return "num_envs" in _parameter_names(target), target
+    raise UnknownEnvError(
+        f"{env_id!r} is a {type(target).__name__}, not a gymnasium.Env or VectorEnv class, nor a factory. "
+        "A factory returning a VectorEnv must take a num_envs argument; one returning a single env must not."
+    )
+
+
+def _parameter_names(function: Callable) -> set[str]:
+    try:
+        return set(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return set()
+
+
+def _did_you_mean(name: str, candidates: list[str]) -> str:
+    by_lower = {candidate.lower(): candidate for candidate in candidates}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    return f" Did you mean: {', '.join(by_lower[match] for match in close)}?" if close else ""

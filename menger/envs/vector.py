@@ -1,0 +1,438 @@
+"""Menger's one vectorised-env interface (``VecEnv``) and its two implementations.
+
+The loop that drives a ``VecEnv`` (an actor's):
+
+    obs = env.reset(seed=seed)
+    while running:
+        actions = policy(obs)                      # one batched inference for all B envs
+        result = env.step(actions)
+        store(obs, actions, result)                # rows with result.valid == False are not transitions
+        episode_over = result.terminated | result.truncated
+        obs = result.obs
+
+Two implementations, chosen by ``make_vec_env``:
+
+* ``NativeVecEnv`` wraps an env's own vectorised implementation (gymnasium's CartPoleVectorEnv, ALE's
+  AtariVectorEnv, a user VectorEnv). These usually autoreset on the NEXT step: the step after an episode
+  ends only resets, ignores its action and is reported ``valid=False``. No extra env steps are spent.
+* ``LoopVecEnv`` steps B single gymnasium envs in a loop in this process and resets an env in the same
+  step its episode ends (SAME_STEP): ``obs`` of a done env is already the new episode's first obs.
+
+Whatever the mode, a row with ``valid=False`` starts afresh: its ``obs`` is a first observation of an
+episode (after a reset step, a dropped NaN, or a rebuilt env) and its terminated/truncated are False.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import concatenate, create_empty_array
+
+from menger.envs import snapshot
+from menger.envs.faults import (
+    EnvError,
+    FaultPolicy,
+    NonFiniteValueError,
+    all_finite,
+    call_with_retries,
+    float_leaves,
+    new_stats,
+    nonfinite_rows,
+    space_has_floats,
+    write_row,
+    writable_copy,
+    zero_nonfinite,
+)
+
+Obs = Any  # np.ndarray, or a dict (or tuple) of np.ndarray, batch-first
+
+
+class StepResult(NamedTuple):
+    """What one ``VecEnv.step`` returns, batch-first over the B envs."""
+
+    obs: np.ndarray | dict[str, np.ndarray]
+    reward: np.ndarray  # float32 [B]
+    terminated: np.ndarray  # bool [B]
+    truncated: np.ndarray  # bool [B]
+    valid: np.ndarray  # bool [B]; False: do not learn from this row (reset step, dropped NaN, rebuilt env)
+
+
+@runtime_checkable
+class VecEnv(Protocol):
+    """B environments stepped together. ``stats`` counts faults: nonfinite_dropped, env_rebuilt, reset_failures."""
+
+    num_envs: int
+    single_observation_space: gymnasium.Space
+    single_action_space: gymnasium.Space
+    stats: dict[str, int]
+
+    def reset(self, seed: int | None = None) -> Obs: ...
+
+    def step(self, actions: np.ndarray) -> StepResult: ...
+
+    def close(self) -> None: ...
+
+    def get_state(self) -> dict | None: ...
+
+    def set_state(self, state: dict) -> None: ...
+
+
+def derived_seed(seed: int, *path: int) -> int:
+    """A reproducible seed for a rebuilt env, distinct from the seeds of every other env and rebuild."""
+    return int(np.random.SeedSequence([seed, *path]).generate_state(1)[0])
+
+
+class NativeVecEnv:
+    """A ``VecEnv`` over an env's own vectorised implementation (a ``gymnasium.vector.VectorEnv``).
+
+    A fault in such an env cannot be pinned on one sub-env: an env that raises in ``step`` is closed and
+    rebuilt whole, and NaN/Inf ends every episode in the batch (unless the env supports per-env resets,
+    i.e. runs with autoreset DISABLED). All rows of such a step are ``valid=False``.
+
+    ``get_state`` works when the env's state is plain numpy attributes (CartPoleVectorEnv, the sanity
+    envs); it returns None for ALE's AtariVectorEnv, whose emulators live in C++ and cannot be copied.
+    """
+
+    def __init__(self, make_env: Callable[[], gymnasium.vector.VectorEnv], *, env_id: str, seed: int,
+                 faults: FaultPolicy):
+        self._make_env = make_env
+        self._env_id = env_id
+        self._seed = seed
+        self._faults = faults
+        self._env = self._build()
+        self.num_envs: int = self._env.num_envs
+        self.single_observation_space = self._env.single_observation_space
+        self.single_action_space = self._env.single_action_space
+        self.autoreset_mode: AutoresetMode = AutoresetMode(
+            self._env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
+        self.stats = new_stats()
+        self._rebuilds = 0
+        self._has_reset = False
+        self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
+        self._scan_obs = space_has_floats(self.single_observation_space)
+
+    # -- the interface -------------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None) -> Obs:
+        if seed is None and not self._has_reset:
+            seed = self._seed
+        return self._reset_all(seed)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        try:
+            obs, reward, terminated, truncated, _ = self._env.step(actions)
+        except Exception as exc:  # any failure inside the env: rebuild it whole
+            return self._rebuild(exc)
+        reward_is_float = reward.dtype.kind == "f"
+        if reward.dtype != np.float32:
+            reward = reward.astype(np.float32)
+        if (self._scan_obs or reward_is_float) and not all_finite(float_leaves(obs) if self._scan_obs else [], reward):
+            return self._drop_nonfinite(obs, reward, terminated, truncated)
+        return self._finish_step(obs, reward, terminated, truncated)
+
+    def close(self) -> None:
+        self._env.close()
+
+    def get_state(self) -> dict | None:
+        """A snapshot for exact resume, or None when the wrapped env keeps state we cannot copy (ALE)."""
+        env_snapshot = snapshot.capture(self._env)
+        if env_snapshot is None:
+            return None
+        return {
+            "kind": "native",
+            "env_id": self._env_id,
+            "num_envs": self.num_envs,
+            "env": env_snapshot,
+            "prev_done": self._prev_done.copy(),
+            "rebuilds": self._rebuilds,
+            "has_reset": self._has_reset,
+            "stats": dict(self.stats),
+        }
+
+    def set_state(self, state: dict) -> None:
+        _check_state_matches(state, "native", self._env_id, self.num_envs)
+        snapshot.restore(self._env, state["env"])
+        self._prev_done = np.array(state["prev_done"], dtype=np.bool_)
+        self._rebuilds = int(state["rebuilds"])
+        self._has_reset = bool(state["has_reset"])
+        self.stats = {key: int(value) for key, value in state["stats"].items()}
+
+    # -- stepping --------------------------------------------------------------------------------------
+
+    def _finish_step(self, obs, reward, terminated, truncated) -> StepResult:
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.NEXT_STEP:
+            valid = ~self._prev_done
+            terminated = terminated & valid
+            truncated = truncated & valid
+            self._prev_done = terminated | truncated
+        elif mode == AutoresetMode.SAME_STEP:
+            valid = np.ones(self.num_envs, dtype=np.bool_)
+        else:
+            valid = np.ones(self.num_envs, dtype=np.bool_)
+            done = terminated | truncated
+            if done.any():
+                obs = self._reset_rows(obs, done)
+        return StepResult(obs, reward, terminated, truncated, valid)
+
+    def _drop_nonfinite(self, obs, reward, terminated, truncated) -> StepResult:
+        bad = nonfinite_rows(obs, reward)
+        if not bad.any():  # the fast check's sum overflowed; every value is finite
+            return self._finish_step(obs, reward, terminated, truncated)
+        self._on_nonfinite(bad)
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            obs = self._reset_rows(obs, bad)
+            reward = np.where(bad, np.float32(0.0), reward)
+            valid = ~bad
+            return StepResult(obs, reward, terminated & valid, truncated & valid, valid)
+        return self._invalid_step(self._reset_all(None))
+
+    def _on_nonfinite(self, bad: np.ndarray) -> None:
+        first = int(np.flatnonzero(bad)[0])
+        if self._faults.nonfinite == "fail":
+            raise NonFiniteValueError(
+                f"{self._env_id}: env index {first} (of {self.num_envs}) returned NaN or Inf in its observation "
+                "or reward. Fix the env, or pass nonfinite='drop' to drop such transitions and reset the env."
+            )
+        self.stats["nonfinite_dropped"] += int(bad.sum())
+
+    def _rebuild(self, exc: Exception) -> StepResult:
+        try:
+            self._env.close()
+        except Exception:  # a crashed env may fail to close too; it is replaced either way
+            pass
+        self._rebuilds += 1
+        self.stats["env_rebuilt"] += self.num_envs
+        try:
+            self._env = self._build()
+        except Exception as build_exc:
+            raise EnvError(
+                f"{self._env_id}: the vector env raised in step ({type(exc).__name__}: {exc}) and could not be "
+                f"rebuilt: {type(build_exc).__name__}: {build_exc}"
+            ) from build_exc
+        return self._invalid_step(self._reset_all(derived_seed(self._seed, self._rebuilds)))
+
+    def _invalid_step(self, obs) -> StepResult:
+        """Every row starts afresh: after a whole-env rebuild or reset nothing in this step is a transition."""
+        self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
+        no = np.zeros(self.num_envs, dtype=np.bool_)
+        return StepResult(obs, np.zeros(self.num_envs, dtype=np.float32), no, no.copy(), no.copy())
+
+    # -- resetting -------------------------------------------------------------------------------------
+
+    def _build(self) -> gymnasium.vector.VectorEnv:
+        env = self._make_env()
+        if not isinstance(env, gymnasium.vector.VectorEnv):
+            raise TypeError(
+                f"{self._env_id}: expected a gymnasium.vector.VectorEnv, got {type(env).__name__}. A factory that "
+                "takes num_envs must return a VectorEnv; give a single-env class or factory without num_envs instead."
+            )
+        return env
+
+    def _reset_all(self, seed: int | None) -> Obs:
+        obs, _ = call_with_retries(
+            lambda: self._env.reset(seed=seed),
+            what=f"{self._env_id} (vector env of {self.num_envs})",
+            policy=self._faults,
+            on_failure=self._count_reset_failure,
+        )
+        self._has_reset = True
+        self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
+        if self._scan_obs and not all_finite(float_leaves(obs), np.zeros(1, np.float32)):
+            obs = writable_copy(obs)
+            zero_nonfinite(obs)
+        return obs
+
+    def _reset_rows(self, obs, rows: np.ndarray) -> Obs:
+        """Reset only ``rows`` (autoreset DISABLED envs support this) and splice their first obs in."""
+        fresh, _ = call_with_retries(
+            lambda: self._env.reset(options={"reset_mask": rows}),
+            what=f"{self._env_id} (envs {np.flatnonzero(rows).tolist()} of {self.num_envs})",
+            policy=self._faults,
+            on_failure=self._count_reset_failure,
+        )
+        obs = writable_copy(obs)
+        for index in np.flatnonzero(rows):
+            write_row(obs, int(index), _row(fresh, int(index)))
+        zero_nonfinite(obs)
+        return obs
+
+    def _count_reset_failure(self) -> None:
+        self.stats["reset_failures"] += 1
+
+
+class LoopVecEnv:
+    """A ``VecEnv`` over B single gymnasium envs stepped in a loop in this process, SAME_STEP autoreset.
+
+    Used for envs with no vectorised implementation. Faults are handled per env: an env that raises in
+    ``step`` is closed, rebuilt and reset (its row ``valid=False``); NaN/Inf in one env's values resets
+    only that env. ``num_threads`` does not apply: everything runs in the calling thread.
+
+    ``get_state`` works when every env's state is plain numpy attributes (classic control, with
+    TimeLimit's step counter); it returns None otherwise (e.g. Box2D or MuJoCo envs).
+    """
+
+    def __init__(self, make_env: Callable[[], gymnasium.Env], num_envs: int, *, env_id: str, seed: int,
+                 faults: FaultPolicy):
+        self._make_env = make_env
+        self._env_id = env_id
+        self._seed = seed
+        self._faults = faults
+        self.num_envs = num_envs
+        self._envs = [self._build(index) for index in range(num_envs)]
+        self.single_observation_space = self._envs[0].observation_space
+        self.single_action_space = self._envs[0].action_space
+        self.autoreset_mode = AutoresetMode.SAME_STEP
+        self.stats = new_stats()
+        self._rebuilds = [0] * num_envs
+        self._has_reset = False
+        self._scan_obs = space_has_floats(self.single_observation_space)
+
+    # -- the interface -------------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None) -> Obs:
+        if seed is None and not self._has_reset:
+            seed = self._seed
+        first_obs = [self._reset_env(index, None if seed is None else seed + index)
+                     for index in range(self.num_envs)]
+        self._has_reset = True
+        obs = self._batch(first_obs)
+        if self._scan_obs:
+            zero_nonfinite(obs)
+        return obs
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        count = self.num_envs
+        observations: list = [None] * count
+        reward = np.zeros(count, dtype=np.float32)
+        terminated = np.zeros(count, dtype=np.bool_)
+        truncated = np.zeros(count, dtype=np.bool_)
+        valid = np.ones(count, dtype=np.bool_)
+        for index, env in enumerate(self._envs):
+            try:
+                obs, env_reward, env_terminated, env_truncated, _ = env.step(actions[index])
+            except Exception as exc:  # any failure inside the env: replace that env
+                observations[index] = self._rebuild(index, exc)
+                valid[index] = False
+                continue
+            reward[index] = env_reward
+            terminated[index] = env_terminated
+            truncated[index] = env_truncated
+            observations[index] = self._reset_env(index, None) if env_terminated or env_truncated else obs
+        obs = self._batch(observations)
+        if not all_finite(float_leaves(obs) if self._scan_obs else [], reward):
+            self._drop_nonfinite(obs, reward, terminated, truncated, valid)
+        return StepResult(obs, reward, terminated, truncated, valid)
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+
+    def get_state(self) -> dict | None:
+        """A snapshot for exact resume, or None when some env keeps state we cannot copy."""
+        env_snapshots = [snapshot.capture(env) for env in self._envs]
+        if any(env_snapshot is None for env_snapshot in env_snapshots):
+            return None
+        return {
+            "kind": "loop",
+            "env_id": self._env_id,
+            "num_envs": self.num_envs,
+            "envs": env_snapshots,
+            "rebuilds": list(self._rebuilds),
+            "has_reset": self._has_reset,
+            "stats": dict(self.stats),
+        }
+
+    def set_state(self, state: dict) -> None:
+        _check_state_matches(state, "loop", self._env_id, self.num_envs)
+        for env, env_snapshot in zip(self._envs, state["envs"]):
+            snapshot.restore(env, env_snapshot)
+        self._rebuilds = [int(count) for count in state["rebuilds"]]
+        self._has_reset = bool(state["has_reset"])
+        self.stats = {key: int(value) for key, value in state["stats"].items()}
+
+    # -- faults ----------------------------------------------------------------------------------------
+
+    def _drop_nonfinite(self, obs, reward, terminated, truncated, valid) -> None:
+        """Patch the batch in place: each env with NaN/Inf loses this transition and starts a new episode."""
+        bad = nonfinite_rows(obs, reward)
+        if not bad.any():  # the fast check's sum overflowed; every value is finite
+            return
+        bad_indices = np.flatnonzero(bad)
+        if self._faults.nonfinite == "fail":
+            raise NonFiniteValueError(
+                f"{self._env_id}: env index {int(bad_indices[0])} (of {self.num_envs}) returned NaN or Inf in its "
+                "observation or reward. Fix the env, or pass nonfinite='drop' to drop such transitions."
+            )
+        self.stats["nonfinite_dropped"] += len(bad_indices)
+        for index in bad_indices:
+            write_row(obs, int(index), self._reset_env(int(index), None))
+        reward[bad] = 0.0
+        terminated[bad] = False
+        truncated[bad] = False
+        valid[bad] = False
+        zero_nonfinite(obs)
+
+    def _rebuild(self, index: int, exc: Exception) -> Obs:
+        try:
+            self._envs[index].close()
+        except Exception:  # a crashed env may fail to close too; it is replaced either way
+            pass
+        self._rebuilds[index] += 1
+        self.stats["env_rebuilt"] += 1
+        try:
+            self._envs[index] = self._build(index)
+        except Exception as build_exc:
+            raise EnvError(
+                f"{self._env_id}: env index {index} raised in step ({type(exc).__name__}: {exc}) and could not be "
+                f"rebuilt: {type(build_exc).__name__}: {build_exc}"
+            ) from build_exc
+        return self._reset_env(index, derived_seed(self._seed, index, self._rebuilds[index]))
+
+    # -- building and resetting ----------------------------------------------------------------------
+
+    def _build(self, index: int) -> gymnasium.Env:
+        env = self._make_env()
+        if not isinstance(env, gymnasium.Env):
+            raise TypeError(
+                f"{self._env_id}: env index {index} is a {type(env).__name__}, not a gymnasium.Env. Give a "
+                "gymnasium.Env class or a factory returning one (or a VectorEnv factory taking num_envs)."
+            )
+        return env
+
+    def _reset_env(self, index: int, seed: int | None) -> Any:
+        obs, _ = call_with_retries(
+            lambda: self._envs[index].reset(seed=seed),
+            what=f"{self._env_id} env index {index} (of {self.num_envs})",
+            policy=self._faults,
+            on_failure=self._count_reset_failure,
+        )
+        return obs
+
+    def _count_reset_failure(self) -> None:
+        self.stats["reset_failures"] += 1
+
+    def _batch(self, observations: list) -> Obs:
+        """A fresh batch each step: callers may keep a returned obs while the next step runs."""
+        out = create_empty_array(self.single_observation_space, self.num_envs, fn=np.empty)
+        return concatenate(self.single_observation_space, observations, out)
+
+
+def _row(obs, index: int):
+    if isinstance(obs, dict):
+        return {key: _row(value, index) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_row(value, index) for value in obs)
+    return obs[index]
+
+
+def _check_state_matches(state: dict, kind: str, env_id: str, num_envs: int) -> None:
+    saved = (state.get("kind"), state.get("env_id"), state.get("num_envs"))
+    if saved != (kind, env_id, num_envs):
+        raise ValueError(
+            f"This snapshot is of a {saved[0]} env {saved[1]!r} with {saved[2]} envs; it cannot be restored into a "
+            f"{kind} env {env_id!r} with {num_envs} envs. Make the env with the same id, num_envs and preset."
+        )
