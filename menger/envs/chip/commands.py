@@ -1,0 +1,104 @@
+"""Command-line entry points: `place_main` (place a design, write .plc + PNG + cost report) and
+`cost_main` (evaluate a .plc against a netlist, compared with the costs its header records)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import time
+
+import numpy as np
+
+from menger.envs.chip import baselines
+from menger.envs.chip.costs import Layout, ProxyCost, proxy_cost
+from menger.envs.chip.plc import write_plc
+from menger.envs.chip.problem import ChipProblem, load_problem
+from menger.envs.chip.render import draw_placement
+
+METHODS = ("rl", "sa", "greedy", "random")
+RL_PRESET = "chip-ppo"
+
+
+def place_with_rl(problem: ChipProblem, netlist: str, budget_s: float, out: pathlib.Path, seed: int) -> Layout:
+    """Train the `chip-ppo` preset on this netlist for the budget, then roll the policy out greedily."""
+    from menger import api
+    from menger.envs.chip.env import ChipPlacementEnv
+
+    overrides = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s}", f"seed={seed}"]
+    result = api.train(RL_PRESET, overrides=overrides, run_dir=str(out / "rl_run"))
+    policy = api.load_policy(result.run_dir)
+    env = ChipPlacementEnv(problem=problem)
+    obs, _ = env.reset(seed=seed)
+    while True:
+        batch = {key: value[None] for key, value in obs.items()}
+        obs, _, terminated, _, info = env.step(int(policy.act(batch, deterministic=True)[0]))
+        if terminated:
+            break
+    if env.final_cost is None:
+        raise RuntimeError("the trained policy boxed itself in (no legal cell left); train longer or use --method sa")
+    return env.cost.layout.copy()
+
+
+def place(problem: ChipProblem, method: str, budget_s: float, seed: int, netlist: str, out: pathlib.Path) -> Layout:
+    rng = np.random.default_rng(seed)
+    if method == "random":
+        return baselines.random_placement(problem, rng)
+    if method == "greedy":
+        return baselines.greedy_placement(problem)
+    if method == "sa":
+        return baselines.simulated_annealing(problem, budget_s, rng, start=baselines.greedy_placement(problem))
+    return place_with_rl(problem, netlist, budget_s, out, seed)
+
+
+def cost_table(rows: dict[str, ProxyCost], weights: dict | None = None) -> str:
+    lines = [f"{'':<10}{'wirelength':>12}{'density':>10}{'congestion':>12}{'proxy':>10}"]
+    for label, c in rows.items():
+        lines.append(f"{label:<10}{c.wirelength:>12.4f}{c.density:>10.4f}{c.congestion:>12.4f}"
+                     f"{c.weighted(**(weights or {})):>10.4f}")
+    return "\n".join(lines)
+
+
+def place_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="menger-chip-place", description="Place the hard macros of a netlist.")
+    parser.add_argument("netlist", help="netlist .pb.txt(.gz) path, its folder, or a packaged name (macro_tiles_10x10)")
+    parser.add_argument("--plc", help="initial .plc (grid header and fixed nodes); default: initial.plc beside it")
+    parser.add_argument("--method", choices=METHODS, default="sa")
+    parser.add_argument("--budget", type=float, default=30.0, help="seconds for sa / rl")
+    parser.add_argument("--out", default="chip_out", help="output folder")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    problem = load_problem(args.netlist, args.plc)
+    began = time.perf_counter()
+    layout = place(problem, args.method, args.budget, args.seed, args.netlist, out)
+    final, costs = baselines.finish(problem, layout)
+    seconds = time.perf_counter() - began
+    plc_path = write_plc(problem.to_placement(final, costs), out / "placement.plc")
+    png_path = draw_placement(problem, final, out / "placement.png", title=f"{problem.netlist_path.parent.name}: "
+                              f"{args.method}, proxy {costs.weighted():.4f}")
+    report = {"netlist": str(problem.netlist_path), "method": args.method, "seed": args.seed,
+              "wall_clock_s": seconds, "proxy_cost": costs.weighted(), **costs.as_dict()}
+    (out / "cost_report.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(cost_table({args.method: costs}))
+    print(f"wall-clock {seconds:.1f} s; wrote {plc_path}, {png_path}, {out / 'cost_report.json'}")
+    return 0
+
+
+def cost_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="menger-chip-cost", description="Proxy costs of a .plc placement.")
+    parser.add_argument("netlist", help="netlist path, its folder, or a packaged name")
+    parser.add_argument("plc", help=".plc placement to evaluate")
+    args = parser.parse_args(argv)
+    problem = load_problem(args.netlist, args.plc)
+    costs = proxy_cost(problem.model, problem.initial)
+    print(cost_table({"computed": costs}))
+    recorded = problem.header.recorded
+    names = {"wirelength": "wirelength_cost", "density": "density_cost", "congestion": "congestion_cost"}
+    for label, key in names.items():
+        if key in recorded:
+            ours, theirs = getattr(costs, label), recorded[key]
+            error = abs(ours - theirs) / abs(theirs) if theirs else float("nan")
+            print(f"{label:<11} computed {ours:.4f}  recorded {theirs:.4f}  relative error {error:.2%}")
+    return 0
