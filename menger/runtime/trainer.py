@@ -90,6 +90,8 @@ class Trainer:
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=config.checkpoint.keep_last)
         self._last_metrics: dict = {}
         self._restores: dict[int, dict] = {}
+        self._snapshots: dict[int, dict] = {}
+        self._saved_step: int | None = None
 
     # ----- set-up --------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -363,6 +365,8 @@ class Trainer:
         return dict(self._snapshots)
 
     def _checkpoint(self) -> None:
+        if self._saved_step == self.learner.updates:
+            return  # nothing new since the last save
         snapshots = self._collect_actor_snapshots()
         state = {
             "learner": self.learner.state_dict(),
@@ -375,6 +379,7 @@ class Trainer:
         }
         tensors, meta = flatten_state(state)
         self.checkpoints.save(self.learner.updates, tensors, meta)
+        self._saved_step = self.learner.updates
         self._last_ckpt = time.monotonic()
 
     def _restore(self) -> None:
@@ -388,6 +393,7 @@ class Trainer:
         self.wall_offset = float(state["wall_s"])
         torch.set_rng_state(state["torch_rng"])
         self._restores = {int(k): v for k, v in state.get("actors", {}).items()}
+        self._saved_step = self.learner.updates
         log.info("resumed from %s (update %d, %d frames)", checkpoint.path.name, self.learner.updates,
                  self.accounts.accepted)
 

@@ -1,0 +1,30 @@
+"""Learning tests: fixed seeds, the processes launcher, reward thresholds (the issue's targets)."""
+import pytest
+
+from menger import api
+
+pytestmark = pytest.mark.slow
+
+
+def _train(tmp_path, preset, quiet, *extra):
+    return api.train(preset, overrides=[*quiet, "runtime.launcher=processes", "checkpoint.interval_s=0", *extra],
+                     run_dir=str(tmp_path / preset))
+
+
+def test_cartpole_ppo_sync_reaches_475(tmp_path, quiet):
+    result = _train(tmp_path, "cartpole-ppo", quiet, "runtime.seed=1")
+    assert result.reached_target, result.final_metrics
+    assert result.final_metrics["episode/return_mean"] >= 475
+    assert result.final_metrics["learner/policy_lag_max"] == 0  # sync: every unroll acted with the newest params
+
+
+def test_cartpole_impala_async_reaches_475(tmp_path, quiet):
+    result = _train(tmp_path, "cartpole-impala", quiet, "runtime.seed=1")
+    assert result.reached_target, result.final_metrics
+    assert result.final_metrics["episode/return_mean"] >= 475
+
+
+def test_pendulum_ppo_reaches_minus_250(tmp_path, quiet):
+    result = _train(tmp_path, "pendulum-ppo", quiet, "runtime.seed=1", "stop.target_return=-250")
+    assert result.reached_target, result.final_metrics
+    assert result.final_metrics["episode/return_mean"] >= -250
