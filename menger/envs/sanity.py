@@ -110,9 +110,9 @@ class FaultPlan:
     raise_at: int | None = None
     reset_failures: int = 0
 
-    def check_reset(self, resets_so_far: int) -> None:
-        if self.reset_failures < 0 or resets_so_far < self.reset_failures:
-            raise RuntimeError(f"injected reset failure (reset number {resets_so_far + 1})")
+    def check_reset(self, reset_number: int) -> None:
+        if self.reset_failures < 0 or reset_number <= self.reset_failures:
+            raise RuntimeError(f"injected reset failure (reset number {reset_number})")
 
     def check_step(self, step_number: int) -> None:
         if step_number == self.raise_at:
@@ -141,9 +141,9 @@ class FaultyEnv(gymnasium.Env):
         super().reset(seed=seed)
         if self.faulty is None:
             self.faulty = self.faulty_seed is None or seed == self.faulty_seed
+        self.resets += 1
         if self.faulty:
             self.plan.check_reset(self.resets)
-        self.resets += 1
         self.t = 0
         return self._obs(), {}
 
@@ -188,8 +188,8 @@ class FaultyVectorEnv(gymnasium.vector.VectorEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self.plan.check_reset(self.resets)
         self.resets += 1
+        self.plan.check_reset(self.resets)
         self.t = np.zeros(self.num_envs, dtype=np.int64)
         self.prev_done = np.zeros(self.num_envs, dtype=np.bool_)
         return self._obs(), {}

@@ -1,0 +1,61 @@
+"""Resolving env ids: clear errors with suggestions, and lazy imports of extra env providers."""
+
+import subprocess
+import sys
+
+import pytest
+
+from menger.envs import UnknownEnvError, make_vec_env, resolve_env
+
+
+@pytest.mark.parametrize("typo, suggestion", [("CartPol-v1", "CartPole-v1"), ("cartpole-v1", "CartPole-v1"),
+                                              ("Pendulum-v7", "Pendulum-v1")])
+def test_unknown_id_suggests_the_closest_registered_id(typo, suggestion):
+    with pytest.raises(UnknownEnvError, match=f"Unknown environment id '{typo}'.*Did you mean: {suggestion}"):
+        make_vec_env(typo, 2, seed=0)
+
+
+def test_user_module_that_cannot_be_imported_is_named():
+    with pytest.raises(UnknownEnvError, match="Cannot import module 'no_such_package.envs'"):
+        make_vec_env("no_such_package.envs:MyEnv", 2, seed=0)
+
+
+def test_missing_attribute_suggests_a_close_name(user_envs_on_path):
+    with pytest.raises(UnknownEnvError, match="no attribute 'CountrEnv'.*Did you mean: CounterEnv"):
+        make_vec_env("menger_test_user_envs:CountrEnv", 2, seed=0)
+
+
+def test_attribute_that_is_not_an_env_is_refused(user_envs_on_path):
+    with pytest.raises(UnknownEnvError, match="not a gymnasium.Env or VectorEnv"):
+        make_vec_env("menger_test_user_envs:NOT_AN_ENV", 2, seed=0)
+
+
+def test_factories_are_classified_by_their_num_envs_argument(user_envs_on_path):
+    assert resolve_env("menger_test_user_envs:make_bandit_vector")[0] is True
+    assert resolve_env("menger_test_user_envs:make_counter")[0] is False
+
+
+def test_unknown_preset_and_non_atari_id_are_refused():
+    with pytest.raises(ValueError, match="Did you mean: atari"):
+        make_vec_env("ALE/Pong-v5", 2, seed=0, preset="atary")
+    with pytest.raises(ValueError, match="Did you mean: ALE/Pong-v5"):
+        make_vec_env("ALE/Pongg-v5", 2, seed=0, preset="atari")
+
+
+def test_bad_num_envs_is_refused():
+    with pytest.raises(ValueError, match="num_envs must be a positive int"):
+        make_vec_env("CartPole-v1", 0, seed=0)
+
+
+def test_ale_ids_resolve_without_importing_ale_first():
+    """Importing menger.envs stays light; the ALE namespace is imported the first time an id needs it."""
+    script = (
+        "import sys\n"
+        "from menger.envs import make_vec_env\n"
+        "assert 'ale_py' not in sys.modules\n"
+        "env = make_vec_env('ALE/Pong-v5', 1, seed=0)\n"
+        "print(env.reset().shape)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(1, 4, 84, 84)"
