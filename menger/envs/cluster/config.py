@@ -75,8 +75,12 @@ class ClusterConfig:
 
     def __post_init__(self) -> None:
         self._check_sizes()
-        self._check_distributions()
-        self._check_arrivals()
+        if self.trace is None:  # a trace brings its own jobs; the job distributions go unused
+            self._check_distributions()
+            self._check_arrivals()
+        else:
+            _require(self.load is None and self.new_job_rate is None,
+                     "load and new_job_rate cannot be combined with trace: the trace fixes the arrivals.")
 
     def _check_sizes(self) -> None:
         for name in ("num_resources", "res_slot", "horizon", "num_slots", "num_jobs"):
