@@ -78,7 +78,7 @@ def candidate_costs(cost: IncrementalCost, macro: int, cells: np.ndarray, w_dens
             d_hi = np.maximum.reduceat(np.where(own, coord - centre, -np.inf), starts)
             d_lo = np.minimum.reduceat(np.where(own, coord - centre, np.inf), starts)
             span = np.maximum(o_hi, cand[:, None] + d_hi) - np.minimum(o_lo, cand[:, None] + d_lo)
-            total += span @ model.net_weight[nets]
+            total += np.einsum("kn,n->k", span, model.net_weight[nets])
         header = model.header
         total /= (header.width + header.height) * model.net_weight.sum()
     w, h = model.footprint(layout, np.array([macro]))

@@ -129,7 +129,7 @@ def net_hpwl(px: np.ndarray, py: np.ndarray, active: np.ndarray, starts: np.ndar
 
 def wirelength_cost_from_hpwl(model: CostModel, hpwl: np.ndarray) -> float:
     header = model.header
-    return float(model.net_weight @ hpwl / ((header.width + header.height) * model.net_weight.sum()))
+    return float(np.einsum("n,n->", model.net_weight, hpwl) / ((header.width + header.height) * model.net_weight.sum()))
 
 
 def all_net_hpwl(model: CostModel, layout: Layout) -> np.ndarray:
@@ -162,7 +162,13 @@ def density_grid(model: CostModel, layout: Layout, nodes: np.ndarray | None = No
     if nodes is None:
         nodes = np.flatnonzero(model.is_area_node & layout.active)
     ox, oy = node_overlaps(model, layout, nodes)
-    return oy.T @ ox / (model.cell_width * model.cell_height)
+    return _outer_sum(oy, ox) / (model.cell_width * model.cell_height)
+
+
+def _outer_sum(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """Σ_n rows[n] ⊗ cols[n]. einsum rather than `@`: these products are tiny, and a threaded BLAS
+    on a busy machine made them ten times slower."""
+    return np.einsum("nr,nc->rc", rows, cols)
 
 
 def density_cost_from_grid(grid: np.ndarray) -> float:
@@ -244,7 +250,8 @@ def route_segments(model: CostModel, layout: Layout, entries: np.ndarray) -> Seg
     if len(net) == 0:
         return _segments([])
     first = np.flatnonzero(np.r_[True, net[1:] != net[:-1]])  # the source is the first active entry
-    source_of = dict(zip(net[first].tolist(), first.tolist()))
+    source_of = np.zeros(model.netlist.num_nets, dtype=np.int64)
+    source_of[net[first]] = first
     cell = row * header.columns + col
     order = np.lexsort((cell, net))
     keep = np.r_[True, (net[order][1:] != net[order][:-1]) | (cell[order][1:] != cell[order][:-1])]
@@ -256,7 +263,7 @@ def route_segments(model: CostModel, layout: Layout, entries: np.ndarray) -> Seg
     weight = model.net_weight
     parts = []
     star = (count_of[u_net] == 2) | (count_of[u_net] > 3)
-    src = np.array([source_of[n] for n in u_net[star].tolist()], dtype=np.int64)
+    src = source_of[u_net[star]]
     sinks = u[star]
     not_source = cell[sinks] != cell[src]
     src, sinks = src[not_source], sinks[not_source]
@@ -301,8 +308,8 @@ def macro_blockage(model: CostModel, layout: Layout, macros: np.ndarray) -> tupl
     ox, oy = node_overlaps(model, layout, macros)
     oy_kept = _drop_partial_last(oy, model.cell_height)
     ox_kept = _drop_partial_last(ox, model.cell_width)
-    h = oy_kept.T @ (ox_kept > 0) * header.macro_routing_alloc_h
-    v = (oy_kept > 0).T.astype(float) @ ox_kept * header.macro_routing_alloc_v
+    h = _outer_sum(oy_kept, (ox_kept > 0).astype(float)) * header.macro_routing_alloc_h
+    v = _outer_sum((oy_kept > 0).astype(float), ox_kept) * header.macro_routing_alloc_v
     return h, v
 
 
