@@ -112,7 +112,9 @@ class NativeVecEnv:
         self._rebuilds = 0
         self._has_reset = False
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
-        self._scan_obs = space_has_floats(self.single_observation_space)
+        self._next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
+        self._all_valid = np.ones(self.num_envs, dtype=np.bool_)  # copied per step: cheaper than np.ones
+        self._values_finite = finite_check_for(self.single_observation_space)
 
     # -- the interface -------------------------------------------------------------------------------
 
@@ -126,12 +128,9 @@ class NativeVecEnv:
             obs, reward, terminated, truncated, _ = self._env.step(actions)
         except Exception as exc:  # any failure inside the env: rebuild it whole
             return self._rebuild(exc)
-        reward_is_float = reward.dtype.kind == "f"
-        if reward.dtype != np.float32:
-            reward = reward.astype(np.float32)
-        if (self._scan_obs or reward_is_float) and not all_finite(float_leaves(obs) if self._scan_obs else [], reward):
-            return self._drop_nonfinite(obs, reward, terminated, truncated)
-        return self._finish_step(obs, reward, terminated, truncated)
+        if not self._values_finite(obs, reward):
+            return self._drop_nonfinite(obs, _float32(reward), terminated, truncated)
+        return self._finish_step(obs, _float32(reward), terminated, truncated)
 
     def close(self) -> None:
         self._env.close()
@@ -163,16 +162,15 @@ class NativeVecEnv:
     # -- stepping --------------------------------------------------------------------------------------
 
     def _finish_step(self, obs, reward, terminated, truncated) -> StepResult:
-        mode = self.autoreset_mode
-        if mode == AutoresetMode.NEXT_STEP:
+        """Apply the autoreset mode's rules; this runs on every step, so the common case comes first."""
+        if self._next_step:
             valid = ~self._prev_done
             terminated = terminated & valid
             truncated = truncated & valid
             self._prev_done = terminated | truncated
-        elif mode == AutoresetMode.SAME_STEP:
-            valid = np.ones(self.num_envs, dtype=np.bool_)
-        else:
-            valid = np.ones(self.num_envs, dtype=np.bool_)
+            return StepResult(obs, reward, terminated, truncated, valid)
+        valid = self._all_valid.copy()
+        if self.autoreset_mode == AutoresetMode.DISABLED:
             done = terminated | truncated
             if done.any():
                 obs = self._reset_rows(obs, done)
@@ -241,7 +239,7 @@ class NativeVecEnv:
         )
         self._has_reset = True
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
-        if self._scan_obs and not all_finite(float_leaves(obs), np.zeros(1, np.float32)):
+        if not self._values_finite(obs, np.zeros(1, np.float32)):
             obs = writable_copy(obs)
             zero_nonfinite(obs)
         return obs
@@ -289,7 +287,9 @@ class LoopVecEnv:
         self.stats = new_stats()
         self._rebuilds = [0] * num_envs
         self._has_reset = False
-        self._scan_obs = space_has_floats(self.single_observation_space)
+        self._values_finite = finite_check_for(self.single_observation_space)
+        self._batch = batcher_for(self.single_observation_space, num_envs)
+        self._all_valid = np.ones(num_envs, dtype=np.bool_)  # copied per step: cheaper than np.ones
 
     # -- the interface -------------------------------------------------------------------------------
 
@@ -300,32 +300,38 @@ class LoopVecEnv:
                      for index in range(self.num_envs)]
         self._has_reset = True
         obs = self._batch(first_obs)
-        if self._scan_obs:
-            zero_nonfinite(obs)
+        zero_nonfinite(obs)
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
-        count = self.num_envs
-        observations: list = [None] * count
-        reward = np.zeros(count, dtype=np.float32)
-        terminated = np.zeros(count, dtype=np.bool_)
-        truncated = np.zeros(count, dtype=np.bool_)
-        valid = np.ones(count, dtype=np.bool_)
+        observations, rewards, terminations, truncations = [], [], [], []
+        failed = []
         for index, env in enumerate(self._envs):
             try:
-                obs, env_reward, env_terminated, env_truncated, _ = env.step(actions[index])
+                obs, reward, terminated, truncated, _ = env.step(actions[index])
             except Exception as exc:  # any failure inside the env: replace that env
-                observations[index] = self._rebuild(index, exc)
-                valid[index] = False
+                observations.append(self._rebuild(index, exc))
+                rewards.append(0.0)
+                terminations.append(False)
+                truncations.append(False)
+                failed.append(index)
                 continue
-            reward[index] = env_reward
-            terminated[index] = env_terminated
-            truncated[index] = env_truncated
-            observations[index] = self._reset_env(index, None) if env_terminated or env_truncated else obs
-        obs = self._batch(observations)
-        if not all_finite(float_leaves(obs) if self._scan_obs else [], reward):
-            self._drop_nonfinite(obs, reward, terminated, truncated, valid)
-        return StepResult(obs, reward, terminated, truncated, valid)
+            observations.append(self._reset_env(index, None) if terminated or truncated else obs)
+            rewards.append(reward)
+            terminations.append(terminated)
+            truncations.append(truncated)
+        result = StepResult(
+            self._batch(observations),
+            np.array(rewards, dtype=np.float32),
+            np.array(terminations, dtype=np.bool_),
+            np.array(truncations, dtype=np.bool_),
+            self._all_valid.copy(),
+        )
+        if failed:
+            result.valid[failed] = False
+        if not self._values_finite(result.obs, result.reward):
+            self._drop_nonfinite(*result)
+        return result
 
     def close(self) -> None:
         for env in self._envs:
@@ -415,10 +421,29 @@ class LoopVecEnv:
     def _count_reset_failure(self) -> None:
         self.stats["reset_failures"] += 1
 
-    def _batch(self, observations: list) -> Obs:
-        """A fresh batch each step: callers may keep a returned obs while the next step runs."""
-        out = create_empty_array(self.single_observation_space, self.num_envs, fn=np.empty)
-        return concatenate(self.single_observation_space, observations, out)
+
+def _float32(reward: np.ndarray) -> np.ndarray:
+    return reward if reward.dtype == np.float32 else reward.astype(np.float32)
+
+
+def finite_check_for(space: gymnasium.Space) -> Callable[[Obs, np.ndarray], bool]:
+    """A per-step NaN/Inf test specialised once for the observation space (it runs on every step).
+
+    A sum is finite only if every term is, so one reduction per array answers the common case; a sum
+    that overflows merely sends the step to the exact per-row check.
+    """
+    if isinstance(space, gymnasium.spaces.Box) and space_has_floats(space):
+        return lambda obs, reward: bool(np.isfinite(np.add.reduce(obs, None) + np.add.reduce(reward, None)))
+    if space_has_floats(space):
+        return lambda obs, reward: all_finite(float_leaves(obs), reward)
+    return lambda obs, reward: bool(np.isfinite(np.add.reduce(reward, None)))
+
+
+def batcher_for(space: gymnasium.Space, num_envs: int) -> Callable[[list], Obs]:
+    """Stacks B single observations into a fresh batch (callers may keep a batch while the next step runs)."""
+    if isinstance(space, gymnasium.spaces.Box):
+        return lambda observations: np.array(observations, dtype=space.dtype)
+    return lambda observations: concatenate(space, observations, create_empty_array(space, num_envs, fn=np.empty))
 
 
 def _row(obs, index: int):
