@@ -1,0 +1,232 @@
+"""Actors are expendable (RELIABILITY.md, promises 1-3 and 6): kill, stall and break them; training goes on.
+
+Each test drives a real `Trainer` in a thread (the `harness` fixture of conftest.py), injects one fault from the fault
+table and prints the figure the table names.
+"""
+import os
+import random
+import signal
+import time
+
+import pytest
+import torch
+
+from menger.runtime import NoActorsError
+
+UNROLL = 64
+ENVS_PER_ACTOR = 4
+FRAMES_PER_UNROLL = UNROLL * ENVS_PER_ACTOR
+
+
+def kill_mid_unroll(harness, run, actor_id: int) -> int:
+    """SIGKILL an actor process while it is writing an unroll; return the frames it had written (its progress)."""
+    progress = run.trainer.progress_frames
+    harness.wait_until(lambda: int(progress[actor_id]) > 0, 30, f"actor {actor_id} to be mid-unroll", poll_s=0.0002)
+    written = int(progress[actor_id])
+    os.kill(run.trainer.actors[actor_id].handle.pid, signal.SIGKILL)
+    return written
+
+
+def delivered_again(trainer, record, old_pid: int) -> bool:
+    """The replacement process runs its loop (it overwrote the start-up grace heartbeat) and an unroll of it was accepted."""
+    handle = record.handle
+    return (handle is not None and handle.pid != old_pid
+            and float(trainer.heartbeat[record.actor_id]) <= time.time()
+            and record.last_sequence >= 1)
+
+
+def dropped(metrics: dict, reason: str) -> int:
+    return int(metrics.get(f"transport/frames_dropped/{reason}", 0))
+
+
+@pytest.mark.parametrize("preset", ["cartpole-ppo", "cartpole-impala"])
+def test_sigkill_one_actor_mid_unroll_restarts_it_and_loses_at_most_one_unroll(harness, preset):
+    updates_wanted = 40
+    config = harness.config("runtime.launcher=processes", "runtime.actors=3", f"runtime.unroll_length={UNROLL}",
+                          f"runtime.envs_per_actor={ENVS_PER_ACTOR}", "stop.target_return=null",
+                          f"stop.env_frames={updates_wanted * 3 * FRAMES_PER_UNROLL}", preset=preset)
+    run = harness.start(config)
+    harness.wait_until(lambda: run.actors_ready() and run.updates() >= 3, 60, "three updates")
+    victim = run.trainer.actors[1]
+    old_pid = victim.handle.pid
+
+    written = kill_mid_unroll(harness, run, victim.actor_id)
+    killed_at, updates_at_kill = time.monotonic(), run.updates()
+    detection_s = harness.wait_until(lambda: victim.restarts >= 1, 30, "the dead actor to be noticed")
+    recover_s = harness.wait_until(lambda: delivered_again(run.trainer, victim, old_pid), 30,
+                                   "an unroll from the new incarnation", poll_s=0.001) + detection_s
+    new_pid = victim.handle.pid if victim.handle is not None else None
+    result = run.join()
+
+    metrics = result.final_metrics
+    lost = dropped(metrics, "actor_lost") + dropped(metrics, "stale_incarnation")
+    print(f"{preset}: detection_s={detection_s:.3f}, recover_s={recover_s:.3f}, frames_written_at_kill={written}, "
+          f"frames_lost={lost} (one unroll = {FRAMES_PER_UNROLL}), duplicates={metrics['transport/duplicates']}, "
+          f"updates at kill {updates_at_kill} -> {metrics['learner/updates']}")
+    assert new_pid != old_pid, "the actor was not restarted as a new process"
+    assert metrics["actor/restarts"] == 1 and victim.incarnation == 1
+    assert lost <= FRAMES_PER_UNROLL
+    assert metrics["transport/duplicates"] == 0
+    assert metrics["learner/updates"] > updates_at_kill, "the learner stopped learning after the kill"
+    assert time.monotonic() - killed_at < 60
+    if config.coordination == "sync":  # nothing is in flight when a sync run stops: the books must balance
+        accounts = run.trainer.accounts
+        assert accounts.produced == accounts.accepted + sum(accounts.dropped.values())
+
+
+@pytest.mark.slow
+def test_random_actor_kills_during_learning_still_reach_the_target(harness):
+    target = 150.0
+    config = harness.config("runtime.launcher=processes", "runtime.actors=2", "runtime.envs_per_actor=8",
+                          "runtime.unroll_length=32", "ppo.epochs=10", "ppo.lr_schedule=constant",
+                          f"stop.target_return={target}", "stop.env_frames=300000", "runtime.max_restarts=50")
+    run = harness.start(config)
+    harness.wait_until(run.actors_ready, 60, "the actors to start")
+    chooser = random.Random(7)
+    injected = 0
+    while not run.finished:
+        time.sleep(chooser.uniform(0.2, 0.6))
+        record = chooser.choice(run.trainer.actors)
+        handle = record.handle
+        if handle is None or run.finished:  # still restarting from the previous kill
+            continue
+        try:
+            os.kill(handle.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        injected += 1
+    result = run.join()
+    metrics = result.final_metrics
+    restarts = metrics["actor/restarts"]
+    print(f"kills survived / injected = {restarts}/{injected}, mean return {metrics.get('episode/return_mean')}, "
+          f"frames {metrics['time/env_frames']}, dropped {metrics['transport/frames_dropped']}")
+    assert injected >= 3, "the run ended before enough kills to mean anything; lower the target or kill sooner"
+    assert result.reached_target, f"did not reach a mean return of {target} under {injected} actor kills"
+    assert restarts == injected and not any(record.given_up for record in run.trainer.actors)
+    assert metrics["transport/duplicates"] == 0
+
+
+def failing_env_settings(max_restarts: int, deadline_s: float) -> list[str]:
+    """Every reset of every env raises: each actor dies starting up, is restarted `max_restarts` times, given up."""
+    return ["env.id=menger/Faulty-v0", "env.kwargs={reset_failures: -1}", "runtime.actors=2",
+            f"runtime.max_restarts={max_restarts}", f"runtime.no_actor_deadline_s={deadline_s}",
+            "stop.target_return=null", "stop.env_frames=100000"]
+
+
+def test_actors_that_always_die_end_the_run_with_no_actors_error_within_the_deadline(harness):
+    max_restarts, deadline_s = 2, 1.0
+    config = harness.config("runtime.launcher=processes", *failing_env_settings(max_restarts, deadline_s))
+    run = harness.start(config)
+    with pytest.raises(NoActorsError, match="no_actor_deadline_s") as raised:
+        run.join(timeout_s=90)
+    time_to_exit = run.ended_at - run.started_at
+    restarts = [record.incarnation - 1 for record in run.trainer.actors]
+    print(f"time_to_exit_s={time_to_exit:.2f}, restarts per actor={restarts} (cap {max_restarts}), "
+          f"error: {raised.value}")
+    assert all(record.given_up for record in run.trainer.actors)
+    assert all(count <= max_restarts for count in restarts)
+    assert "reset failed" in str(raised.value), "the error does not say why the actors died"
+
+
+@pytest.mark.slow
+def test_cli_exits_non_zero_when_every_actor_is_gone(harness):
+    started = time.monotonic()
+    overrides = [f"--set={item}" for item in failing_env_settings(max_restarts=1, deadline_s=1.0)]
+    done = harness.run_menger("train", "cartpole-ppo", "--no-progress", "--run-dir", str(harness.tmp_path / "run"),
+                      "--launcher", "processes", *overrides, timeout_s=120)
+    time_to_exit = time.monotonic() - started
+    print(f"`menger train` exit code {done.returncode}, "
+          f"time_to_exit_s={time_to_exit:.1f}; stderr tail: {done.stderr.strip().splitlines()[-1]}")
+    assert done.returncode != 0
+    assert "no actor has been alive" in done.stderr
+
+
+def test_sigstopped_actor_is_flagged_replaced_and_its_stale_unrolls_rejected(harness):
+    timeout_s = 1.0
+    config = harness.config("runtime.launcher=processes", "runtime.actors=2", f"runtime.heartbeat_timeout_s={timeout_s}",
+                          "stop.target_return=null", "stop.env_frames=20000")
+    run = harness.start(config)
+    harness.wait_until(lambda: run.actors_ready() and run.updates() >= 2, 60, "two updates")
+    trainer, victim = run.trainer, run.trainer.actors[0]
+    accepted_stale = []
+    accept = trainer._accept
+
+    def accept_and_watch(record, slot, meta):
+        stale = meta.incarnation != record.incarnation
+        pending = len(trainer.pending)
+        accept(record, slot, meta)
+        if stale and len(trainer.pending) > pending:
+            accepted_stale.append(meta.frames)
+
+    trainer._accept = accept_and_watch
+    old_handle = victim.handle
+    os.kill(old_handle.pid, signal.SIGSTOP)
+    try:
+        flagged_s = harness.wait_until(lambda: victim.restarts >= 1, 30, "the stalled actor to be flagged")
+        replaced_s = harness.wait_until(lambda: delivered_again(trainer, victim, old_handle.pid), 30,
+                                        "an unroll from the replacement") + flagged_s
+    finally:
+        if old_handle.exitcode is None:  # never reaped, so the pid is still ours: let it run on with stale state
+            os.kill(old_handle.pid, signal.SIGCONT)
+    result = run.join()
+    metrics = result.final_metrics
+    print(f"flagged_s={flagged_s:.2f} (heartbeat timeout {timeout_s} s), replaced_s={replaced_s:.2f}, "
+          f"stale_frames_accepted={sum(accepted_stale)}, stale frames dropped "
+          f"{dropped(metrics, 'stale_incarnation')}, partial unroll dropped {dropped(metrics, 'actor_lost')}")
+    assert timeout_s <= flagged_s < timeout_s + 5.0
+    assert old_handle.exitcode is not None, "the stalled actor was replaced but left running"
+    assert sum(accepted_stale) == 0
+    assert metrics["actor/restarts"] == 1 and metrics["transport/duplicates"] == 0
+
+
+class BatchWatch:
+    """Wraps a learner's `update` to count non-finite values in every batch the learner is given."""
+
+    def __init__(self, learner):
+        self.batches = 0
+        self.nonfinite = 0
+        self._update = learner.update
+        learner.update = self
+
+    def __call__(self, batch: dict, frames: int):
+        self.batches += 1
+        self.nonfinite += sum(int((~torch.isfinite(value)).sum()) for value in batch_tensors(batch)
+                              if value.is_floating_point())
+        return self._update(batch, frames)
+
+
+def batch_tensors(batch):
+    for value in batch.values():
+        if isinstance(value, dict):
+            yield from batch_tensors(value)
+        else:
+            yield value
+
+
+@pytest.mark.parametrize("env_id", ["menger/Faulty-v0", "menger/FaultyVector-v0"])
+def test_env_that_raises_or_returns_nan_is_rebuilt_and_nothing_nonfinite_reaches_the_learner(harness, monkeypatch,
+                                                                                               env_id):
+    import menger.runtime.trainer as trainer_module
+
+    watches = []
+    make_learner = trainer_module.make_learner
+
+    def make_watched_learner(*args, **kwargs):
+        learner = make_learner(*args, **kwargs)
+        watches.append(BatchWatch(learner))
+        return learner
+
+    monkeypatch.setattr(trainer_module, "make_learner", make_watched_learner)
+    faults = "{nan_obs_at: 5, inf_reward_at: 9, raise_at: 13}"
+    config = harness.config("runtime.launcher=threads", "runtime.actors=1", f"env.id={env_id}",
+                          f"env.kwargs={faults}", "stop.target_return=null", "stop.env_frames=1024")
+    result = harness.start(config).join()
+    metrics, watch = result.final_metrics, watches[0]
+    nonfinite_dropped = metrics.get("actor/env_nonfinite_dropped", 0)
+    rebuilt = metrics.get("actor/env_env_rebuilt", 0)
+    print(f"{env_id}: nonfinite_reaching_learner={watch.nonfinite} in {watch.batches} batches, "
+          f"nonfinite_dropped={nonfinite_dropped}, env_rebuilt={rebuilt}")
+    assert watch.batches > 0
+    assert watch.nonfinite == 0
+    assert nonfinite_dropped >= 2, "the NaN observation and the Inf reward were not both counted"
+    assert rebuilt >= 1, "the env that raised in step was not rebuilt"
