@@ -103,3 +103,25 @@ def test_schedule_sweep_writes_csv_and_png(tmp_path, capsys):
 def test_schedule_command_errors_exit_2_with_a_message(argv, message, capsys):
     assert schedule_main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_run_directory_is_compared_on_its_training_settings(tmp_path, monkeypatch, capsys):
+    import types
+
+    import menger.api
+
+    shapes = []
+
+    def act(batch, deterministic):
+        shapes.append(batch.shape)
+        return np.array([3])  # always wait
+
+    run_config = types.SimpleNamespace(env=types.SimpleNamespace(kwargs={"num_slots": 3, "new_job_rate": 0.5}))
+    monkeypatch.setattr(menger.api, "load_run_config", lambda run_dir: run_config)
+    monkeypatch.setattr(menger.api, "load_policy", lambda run_dir: types.SimpleNamespace(act=act))
+    argv = ["--policy", str(tmp_path), "--policy", "sjf", "--episodes", "1", "--env", "time_limit=30"]
+    assert schedule_main(argv) == 0
+    assert set(shapes) == {(1, 20, 2 * (1 + 3) * 10 + 3 + 1)}, "the run's num_slots=3 sets the image"
+    trained, sjf = capsys.readouterr().out.splitlines()[1:]
+    assert float(trained.split()[-1]) == 0.0, "a policy that only waits uses nothing"
+    assert float(sjf.split()[-1]) > 0.0

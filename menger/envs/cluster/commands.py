@@ -97,20 +97,24 @@ def _seeds(args: argparse.Namespace) -> range:
 
 
 def _report(args: argparse.Namespace, env_kwargs: dict) -> None:
-    schedulers = {name: load_scheduler(name, env_kwargs) for name in args.policy or DEFAULT_POLICIES}
+    names = args.policy or DEFAULT_POLICIES
+    settings = comparison_settings(names, env_kwargs)
+    schedulers = {name: load_scheduler(name, settings) for name in names}
     print(f"{'policy':<24} {'slowdown':>10} {'completion':>11} {'utilisation':>12}")
-    for name, (scheduler, kwargs) in schedulers.items():
-        result = evaluate(scheduler, kwargs, _seeds(args))
+    for name, scheduler in schedulers.items():
+        result = evaluate(scheduler, settings, _seeds(args))
         print(f"{name:<24} {result['mean_slowdown']:>10.3f} {result['mean_completion_time']:>11.3f} "
               f"{result['utilisation']:>12.3f}")
 
 
 def _sweep(args: argparse.Namespace, env_kwargs: dict, loads: list[float]) -> None:
+    names = args.policy or DEFAULT_POLICIES
+    settings = comparison_settings(names, {**env_kwargs, "load": loads[0]})
     rows = []
-    for name in args.policy or DEFAULT_POLICIES:
+    for name in names:
         for load in loads:
-            scheduler, kwargs = load_scheduler(name, {**env_kwargs, "load": load})
-            result = evaluate(scheduler, kwargs, _seeds(args))
+            at_load = {**settings, "load": load}
+            result = evaluate(load_scheduler(name, at_load), at_load, _seeds(args))
             rows.append({"policy": name, "load": load, **{key: result[key] for key in METRICS}})
             print(f"{name:<24} load {load:<5g} slowdown {result['mean_slowdown']:8.3f}")
     out = Path(args.out)
@@ -148,24 +152,33 @@ def plot_slowdown(rows: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
-def load_scheduler(name: str, env_kwargs: dict) -> tuple[Scheduler, dict]:
-    """A heuristic by name, or a trained run directory; returns it with the env settings to evaluate on.
+def comparison_settings(names: list[str], env_kwargs: dict) -> dict:
+    """The env settings every scheduler is compared on.
 
-    A trained policy is evaluated on the settings it was trained with (its image size depends on them),
-    with ``env_kwargs`` (load, trace, ...) laid over them.
+    With a trained run among ``names``, its training settings (its image size depends on them), with the
+    command line's laid over; a load or trace given there replaces the run's arrivals.
     """
+    for name in names:
+        if name not in HEURISTICS and not Path(name).is_dir():
+            raise ValueError(f"Unknown policy {name!r}: use {', '.join(HEURISTICS)} or a training run directory.")
+    runs = [name for name in names if name not in HEURISTICS]
+    if not runs:
+        return env_kwargs
+    from menger.api import load_run_config
+
+    trained = dict(load_run_config(runs[0]).env.kwargs)
+    if "load" in env_kwargs or "trace" in env_kwargs:
+        trained = {k: v for k, v in trained.items() if k not in ("load", "new_job_rate", "num_jobs")}
+    return {**trained, **env_kwargs}
+
+
+def load_scheduler(name: str, env_kwargs: dict) -> Scheduler:
+    """A heuristic by name, or the policy of a training run directory evaluated on ``env_kwargs``."""
     if name in HEURISTICS:
-        return HEURISTICS[name](), env_kwargs
-    if not Path(name).is_dir():
-        raise ValueError(f"Unknown policy {name!r}: use {', '.join(HEURISTICS)} or a training run directory.")
+        return HEURISTICS[name]()
     from menger.api import load_policy
 
-    policy = load_policy(name)
-    trained_kwargs = dict(policy.config.env.kwargs)
-    if "trace" in env_kwargs or "load" in env_kwargs:
-        trained_kwargs = {k: v for k, v in trained_kwargs.items() if k not in ("load", "new_job_rate", "num_jobs")}
-    kwargs = {**trained_kwargs, **env_kwargs}
-    return ObservationScheduler(policy.act, ClusterConfig.from_kwargs(kwargs)), kwargs
+    return ObservationScheduler(load_policy(name).act, ClusterConfig.from_kwargs(env_kwargs))
 
 
 class ObservationScheduler:
