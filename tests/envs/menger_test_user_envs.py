@@ -58,6 +58,44 @@ class DictObsEnv(gymnasium.Env):
         }
 
 
+class CounterVectorEnv(gymnasium.vector.VectorEnv):
+    """Vector CounterEnv with autoreset DISABLED: the caller resets finished envs with a reset_mask.
+
+    Env i ends after ``episode_length + i`` steps; ``nan_at`` puts NaN into env 0's observation at that step.
+    """
+
+    metadata = {"autoreset_mode": gymnasium.vector.AutoresetMode.DISABLED}
+
+    def __init__(self, num_envs: int, episode_length: int = 3, nan_at: int | None = None):
+        self.num_envs = num_envs
+        self.single_observation_space = spaces.Box(0.0, 1000.0, (1,), dtype=np.float32)
+        self.single_action_space = spaces.Discrete(2)
+        self.observation_space = gymnasium.vector.utils.batch_space(self.single_observation_space, num_envs)
+        self.action_space = gymnasium.vector.utils.batch_space(self.single_action_space, num_envs)
+        self.lengths = episode_length + np.arange(num_envs)
+        self.nan_at = nan_at
+        self.steps_taken = 0
+        self.t = np.zeros(num_envs, dtype=np.int64)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        mask = (options or {}).get("reset_mask", np.ones(self.num_envs, dtype=bool))
+        self.t[mask] = 0
+        return self._obs(), {}
+
+    def step(self, actions):
+        self.steps_taken += 1
+        self.t += 1
+        obs = self._obs()
+        if self.steps_taken == self.nan_at:
+            obs[0, 0] = np.nan
+        terminated = self.t >= self.lengths
+        return obs, np.ones(self.num_envs, dtype=np.float32), terminated, np.zeros(self.num_envs, dtype=bool), {}
+
+    def _obs(self):
+        return self.t.astype(np.float32)[:, None]
+
+
 def make_counter(episode_length: int = 3) -> CounterEnv:
     """A single-env factory (no num_envs argument)."""
     return CounterEnv(episode_length)

@@ -120,3 +120,22 @@ def test_atari_preset_accepts_v4_ids_and_rom_names(env_id):
     env = make_vec_env(env_id, 1, seed=0, preset="atari")
     assert env.reset().shape == (1, 4, 84, 84)
     env.close()
+
+
+def test_disabled_autoreset_envs_are_reset_per_env_in_the_same_step(user_envs_on_path, action_sequence):
+    env = make_vec_env("menger_test_user_envs:CounterVectorEnv", 2, seed=0, kwargs={"episode_length": 2})
+    env.reset()
+    seen = [env.step(actions) for actions in action_sequence(env, 6)]
+    assert [result.obs[:, 0].tolist() for result in seen] == [[1, 1], [0, 2], [1, 0], [0, 1], [1, 2], [0, 0]]
+    assert all(result.valid.all() for result in seen)
+    assert [result.terminated.tolist() for result in seen][:3] == [[False, False], [True, False], [False, True]]
+
+
+def test_disabled_autoreset_env_drops_only_the_nonfinite_row(user_envs_on_path, action_sequence):
+    env = make_vec_env("menger_test_user_envs:CounterVectorEnv", 2, seed=0,
+                       kwargs={"episode_length": 5, "nan_at": 2})
+    env.reset()
+    first, second = [env.step(actions) for actions in action_sequence(env, 2)]
+    np.testing.assert_array_equal(second.valid, [False, True])
+    assert second.obs[:, 0].tolist() == [0, 2] and second.reward.tolist() == [0, 1]
+    assert env.stats["nonfinite_dropped"] == 1

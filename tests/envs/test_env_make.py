@@ -59,3 +59,15 @@ def test_ale_ids_resolve_without_importing_ale_first():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "(1, 4, 84, 84)"
+
+
+def test_ids_of_lazily_imported_providers_resolve(user_envs_on_path, monkeypatch):
+    monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ("menger_test_lazy_provider",))
+    env = make_vec_env("MengerTestLazy-v0", 2, seed=0)
+    assert env.reset().shape == (2, 1)
+
+
+def test_a_provider_that_fails_to_import_is_reported_with_the_unknown_id(monkeypatch):
+    monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ("menger_no_such_provider",))
+    with pytest.raises(UnknownEnvError, match="menger_no_such_provider could not be imported"):
+        make_vec_env("NoSuchEnvAnywhere-v0", 2, seed=0)
