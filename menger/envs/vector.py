@@ -110,6 +110,7 @@ class NativeVecEnv:
             self._env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         self.stats = new_stats()
         self._rebuilds = 0
+        self._just_rebuilt = False
         self._has_reset = False
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
         self._next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
@@ -128,6 +129,7 @@ class NativeVecEnv:
             obs, reward, terminated, truncated, _ = self._env.step(actions)
         except Exception as exc:  # any failure inside the env: rebuild it whole
             return self._rebuild(exc)
+        self._just_rebuilt = False
         if not self._values_finite(obs, reward):
             return self._drop_nonfinite(obs, _float32(reward), terminated, truncated)
         return self._finish_step(obs, _float32(reward), terminated, truncated)
@@ -147,6 +149,7 @@ class NativeVecEnv:
             "env": env_snapshot,
             "prev_done": self._prev_done.copy(),
             "rebuilds": self._rebuilds,
+            "just_rebuilt": self._just_rebuilt,
             "has_reset": self._has_reset,
             "stats": dict(self.stats),
         }
@@ -156,6 +159,7 @@ class NativeVecEnv:
         snapshot.restore(self._env, state["env"])
         self._prev_done = np.array(state["prev_done"], dtype=np.bool_)
         self._rebuilds = int(state["rebuilds"])
+        self._just_rebuilt = bool(state["just_rebuilt"])
         self._has_reset = bool(state["has_reset"])
         self.stats = {key: int(value) for key, value in state["stats"].items()}
 
@@ -198,11 +202,14 @@ class NativeVecEnv:
         self.stats["nonfinite_dropped"] += int(bad.sum())
 
     def _rebuild(self, exc: Exception) -> StepResult:
+        if self._just_rebuilt:
+            raise _raised_after_rebuild(self._env_id, "the vector env", self.single_action_space, exc)
         try:
             self._env.close()
         except Exception:  # a crashed env may fail to close too; it is replaced either way
             pass
         self._rebuilds += 1
+        self._just_rebuilt = True
         self.stats["env_rebuilt"] += self.num_envs
         try:
             self._env = self._build()
@@ -286,6 +293,7 @@ class LoopVecEnv:
         self.autoreset_mode = AutoresetMode.SAME_STEP
         self.stats = new_stats()
         self._rebuilds = [0] * num_envs
+        self._just_rebuilt: set[int] = set()
         self._has_reset = False
         self._values_finite = finite_check_for(self.single_observation_space)
         self._batch = batcher_for(self.single_observation_space, num_envs)
@@ -304,6 +312,8 @@ class LoopVecEnv:
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
+        if len(actions) != self.num_envs:
+            raise ValueError(f"{self._env_id}: got {len(actions)} actions for {self.num_envs} envs; pass one per env.")
         observations, rewards, terminations, truncations = [], [], [], []
         failed = []
         for index, env in enumerate(self._envs):
@@ -316,6 +326,8 @@ class LoopVecEnv:
                 truncations.append(False)
                 failed.append(index)
                 continue
+            if self._just_rebuilt:
+                self._just_rebuilt.discard(index)
             observations.append(self._reset_env(index, None) if terminated or truncated else obs)
             rewards.append(reward)
             terminations.append(terminated)
@@ -348,6 +360,7 @@ class LoopVecEnv:
             "num_envs": self.num_envs,
             "envs": env_snapshots,
             "rebuilds": list(self._rebuilds),
+            "just_rebuilt": sorted(self._just_rebuilt),
             "has_reset": self._has_reset,
             "stats": dict(self.stats),
         }
@@ -357,6 +370,7 @@ class LoopVecEnv:
         for env, env_snapshot in zip(self._envs, state["envs"]):
             snapshot.restore(env, env_snapshot)
         self._rebuilds = [int(count) for count in state["rebuilds"]]
+        self._just_rebuilt = {int(index) for index in state["just_rebuilt"]}
         self._has_reset = bool(state["has_reset"])
         self.stats = {key: int(value) for key, value in state["stats"].items()}
 
@@ -383,11 +397,14 @@ class LoopVecEnv:
         zero_nonfinite(obs)
 
     def _rebuild(self, index: int, exc: Exception) -> Obs:
+        if index in self._just_rebuilt:
+            raise _raised_after_rebuild(self._env_id, f"env index {index}", self.single_action_space, exc)
         try:
             self._envs[index].close()
         except Exception:  # a crashed env may fail to close too; it is replaced either way
             pass
         self._rebuilds[index] += 1
+        self._just_rebuilt.add(index)
         self.stats["env_rebuilt"] += 1
         try:
             self._envs[index] = self._build(index)
@@ -420,6 +437,14 @@ class LoopVecEnv:
 
     def _count_reset_failure(self) -> None:
         self.stats["reset_failures"] += 1
+
+
+def _raised_after_rebuild(env_id: str, which: str, action_space, exc: Exception) -> EnvError:
+    """A fresh env that fails on its first step is not a transient crash: rebuilding again would loop forever."""
+    return EnvError(
+        f"{env_id}: {which} raised in step again right after being rebuilt ({type(exc).__name__}: {exc}). "
+        f"Check that the actions are valid for {action_space}; otherwise the env fails deterministically."
+    )
 
 
 def _float32(reward: np.ndarray) -> np.ndarray:

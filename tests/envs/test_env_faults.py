@@ -108,3 +108,20 @@ def test_reset_that_fails_a_few_times_recovers():
 def test_unknown_nonfinite_policy_is_refused():
     with pytest.raises(ValueError, match="'drop'"):
         make_vec_env("CartPole-v1", 2, seed=0, nonfinite="ignore")
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_env_failing_again_right_after_its_rebuild_is_an_error_not_a_loop(env_id):
+    env = make_vec_env(env_id, 2, seed=0)
+    env.reset()
+    bad_actions = np.full((2, 1) if env_id == "Pendulum-v1" else 2, "not an action", dtype=object)
+    assert not env.step(bad_actions).valid.any()  # first failure: treated as a crash, env rebuilt
+    with pytest.raises(EnvError, match="again right after being rebuilt.*Check that the actions are valid"):
+        env.step(bad_actions)
+
+
+def test_wrong_number_of_actions_is_refused():
+    env = make_vec_env("Pendulum-v1", 3, seed=0)
+    env.reset()
+    with pytest.raises(ValueError, match="got 2 actions for 3 envs"):
+        env.step(np.zeros((2, 1), dtype=np.float32))
