@@ -63,7 +63,8 @@ def random_placement(problem: ChipProblem, rng: np.random.Generator, attempts: i
 
 
 def candidate_costs(cost: IncrementalCost, macro: int, cells: np.ndarray, w_density: float = 1.0) -> np.ndarray:
-    """Wirelength + w_density·density if `macro` went to each of `cells`, vectorised over the cells."""
+    """Wirelength + w_density·density if `macro` went to each of `cells`, vectorised over the cells. The
+    wirelength part covers only the macro's own nets: it differs from the full cost by a constant."""
     model, layout = cost.model, cost.layout
     grid_x, grid_y = (np.asarray(v) for v in _centres(model, cells))
     nets, entries, starts = cost._nets_and_entries(macro)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 
@@ -47,19 +48,13 @@ class Grid:
         return row * self.columns + col
 
     def static_mask(self, width: float, height: float) -> np.ndarray:
-        """Cells where a width × height macro centred there lies inside the canvas and clear of blockages."""
-        cx, cy = self.cell_centre(np.arange(self.num_cells))
-        inside = ((cx - width / 2 >= -_EPS) & (cx + width / 2 <= self.width + _EPS)
-                  & (cy - height / 2 >= -_EPS) & (cy + height / 2 <= self.height + _EPS))
-        for b in self.blockages:
-            if b.rate > 0:
-                inside &= ~rectangles_overlap(cx, cy, width, height, (b.x_min + b.x_max) / 2,
-                                              (b.y_min + b.y_max) / 2, b.x_max - b.x_min, b.y_max - b.y_min)
-        return inside
+        """Cells where a width × height macro centred there lies inside the canvas and clear of blockages
+        (cached per size and read-only: copy before changing it)."""
+        return _static_mask(self, float(width), float(height))
 
-    def legal_mask(self, width: float, height: float, obstacles: tuple[np.ndarray, ...], static=None) -> np.ndarray:
+    def legal_mask(self, width: float, height: float, obstacles: tuple[np.ndarray, ...]) -> np.ndarray:
         """static_mask minus cells where the macro would overlap an obstacle (x, y, w, h arrays)."""
-        mask = self.static_mask(width, height) if static is None else static.copy()
+        mask = self.static_mask(width, height).copy()
         ox, oy, ow, oh = obstacles
         if len(ox):
             cx, cy = self.cell_centre(np.arange(self.num_cells))
@@ -71,3 +66,16 @@ class Grid:
 def rectangles_overlap(ax, ay, aw, ah, bx, by, bw, bh) -> np.ndarray:
     """True where two centred rectangles share a positive area (touching edges do not overlap)."""
     return (np.abs(ax - bx) < (aw + bw) / 2 - _EPS) & (np.abs(ay - by) < (ah + bh) / 2 - _EPS)
+
+
+@functools.lru_cache(maxsize=256)
+def _static_mask(grid: Grid, width: float, height: float) -> np.ndarray:
+    cx, cy = grid.cell_centre(np.arange(grid.num_cells))
+    inside = ((cx - width / 2 >= -_EPS) & (cx + width / 2 <= grid.width + _EPS)
+              & (cy - height / 2 >= -_EPS) & (cy + height / 2 <= grid.height + _EPS))
+    for b in grid.blockages:
+        if b.rate > 0:
+            inside &= ~rectangles_overlap(cx, cy, width, height, (b.x_min + b.x_max) / 2,
+                                          (b.y_min + b.y_max) / 2, b.x_max - b.x_min, b.y_max - b.y_min)
+    inside.flags.writeable = False
+    return inside

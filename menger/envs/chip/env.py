@@ -57,7 +57,6 @@ class ChipPlacementEnv(gym.Env):
         self._cell_of_action[self._action_of_cell] = cells
         movable = self.problem.movable
         self._degree = np.array([len(self.problem.model.nets_of_owner.get(int(m), ())) for m in movable], float)
-        self._static_masks: dict[tuple, np.ndarray] = {}
         count = len(movable)
         self._mask = np.zeros(grid.num_cells, dtype=bool)
         self.action_space = MaskedDiscrete(self.map_cols * self.map_rows, self.action_mask)
@@ -122,18 +121,16 @@ class ChipPlacementEnv(gym.Env):
         return int(movable[self.step_index]) if self.step_index < len(movable) else None
 
     def _legal_cells(self) -> np.ndarray:
-        """Legal cells for the current macro; the canvas/blockage part is cached per macro size."""
+        """Legal cells for the current macro (the grid caches the canvas/blockage part per macro size)."""
         problem, layout = self.problem, self.cost.layout
         macro = self.current_macro
         w, h = problem.model.footprint(layout, np.array([macro]))
         key = (float(w[0]), float(h[0]))
-        if key not in self._static_masks:
-            self._static_masks[key] = problem.grid.static_mask(*key)
         hard = problem.model.hard_macros
         placed = hard[layout.active[hard]]
         pw, ph = problem.model.footprint(layout, placed)
         obstacles = (layout.x[placed], layout.y[placed], pw, ph)
-        return problem.grid.legal_mask(key[0], key[1], obstacles, static=self._static_masks[key])
+        return problem.grid.legal_mask(key[0], key[1], obstacles)
 
     def _to_map(self, cell_values: np.ndarray) -> np.ndarray:
         out = np.zeros(self.map_rows * self.map_cols, dtype=np.float32)
