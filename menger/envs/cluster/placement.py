@@ -45,7 +45,3 @@ def _first_run(row_fits: list[bool], duration: int) -> int:
             return offset - duration + 1
     return NO_FIT
 
-
-def fits_now(used: np.ndarray, durations: np.ndarray, demands: np.ndarray, capacity: int) -> np.ndarray:
-    """[K] bool: the job could start at this very step (offset 0)."""
-    return earliest_offsets(used, durations, demands, capacity) == 0
