@@ -161,8 +161,10 @@ def test_sigstopped_actor_is_flagged_replaced_and_its_stale_unrolls_rejected(har
     trainer._accept = accept_and_watch
     old_handle = victim.handle
     os.kill(old_handle.pid, signal.SIGSTOP)
+    last_beat = float(trainer.heartbeat[victim.actor_id])  # a stopped process writes no more heartbeats
     try:
         flagged_s = harness.wait_until(lambda: victim.restarts >= 1, 30, "the stalled actor to be flagged")
+        silent_s = time.time() - last_beat
         replaced_s = harness.wait_until(lambda: delivered_again(trainer, victim, old_handle.pid), 30,
                                         "an unroll from the replacement") + flagged_s
     finally:
@@ -170,10 +172,11 @@ def test_sigstopped_actor_is_flagged_replaced_and_its_stale_unrolls_rejected(har
             os.kill(old_handle.pid, signal.SIGCONT)
     result = run.join()
     metrics = result.final_metrics
-    print(f"flagged_s={flagged_s:.2f} (heartbeat timeout {timeout_s} s), replaced_s={replaced_s:.2f}, "
+    print(f"flagged_s={flagged_s:.2f} after SIGSTOP, {silent_s:.2f} after its last heartbeat (timeout {timeout_s} s), "
+          f"replaced_s={replaced_s:.2f}, "
           f"stale_frames_accepted={sum(accepted_stale)}, stale frames dropped "
           f"{dropped(metrics, 'stale_incarnation')}, partial unroll dropped {dropped(metrics, 'actor_lost')}")
-    assert timeout_s <= flagged_s < timeout_s + 5.0
+    assert timeout_s <= silent_s and flagged_s < timeout_s + 5.0
     assert old_handle.exitcode is not None, "the stalled actor was replaced but left running"
     assert sum(accepted_stale) == 0
     assert metrics["actor/restarts"] == 1 and metrics["transport/duplicates"] == 0

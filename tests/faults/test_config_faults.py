@@ -1,0 +1,90 @@
+"""Bad config input fails before anything starts, naming the key (RELIABILITY.md, promise 6; fault table, last row).
+
+"Before anything starts" is checked by the run directory: `menger train --run-dir D` creates D only once the
+config is valid, so a rejected config must leave no D behind (no actor, no checkpoint, no metrics file).
+"""
+import pytest
+
+from menger import api
+from menger.cli import main
+from menger.config import ConfigError, dump_yaml, to_dict
+from menger.experiment import load_experiment
+
+CONFIG_ERROR_EXIT_CODE = 2
+
+# (override, words the message must hold: the key, and the fix where one can be suggested)
+BAD_OVERRIDES = [
+    ("ppo.lrr=1", ["'ppo.lrr'", "did you mean 'ppo.lr'"]),
+    ("ppoo.lr=1", ["'ppoo'", "did you mean 'ppo'"]),
+    ("runtime.actorz=2", ["'runtime.actorz'", "did you mean 'runtime.actors'"]),
+    ("ppo.lr=fast", ["'ppo.lr'", "number"]),
+    ("runtime.actors=2.5", ["'runtime.actors'", "integer"]),
+    ("ppo.gamma=1.5", ["'ppo.gamma'", "out of range", "[0.0, 1.0]"]),
+    ("runtime.actors=0", ["'runtime.actors'", "out of range"]),
+    ("stop.env_frames=-1", ["'stop.env_frames'", "out of range"]),
+    ("runtime.launcher=thread", ["'runtime.launcher'", "'threads'"]),
+]
+
+
+@pytest.mark.parametrize(("override", "words"), BAD_OVERRIDES, ids=[case[0] for case in BAD_OVERRIDES])
+def test_bad_override_exits_2_naming_the_key_before_starting(tmp_path, capsys, override, words):
+    run_dir = tmp_path / "run"
+    code = main(["train", "cartpole-ppo", "--no-progress", "--run-dir", str(run_dir), "--set", override])
+    captured = capsys.readouterr()
+    print(f"--set {override}: exit code {code}, message: {captured.err.strip()[:160]}")
+    assert code == CONFIG_ERROR_EXIT_CODE
+    for word in words:
+        assert word in captured.err
+    assert "training" not in captured.out, "the run started before the config was checked"
+    assert not run_dir.exists()
+
+
+def test_mistyped_key_in_an_experiment_file_is_named_with_its_section(tmp_path, capsys):
+    experiment = tmp_path / "mine.yaml"
+    experiment.write_text("algo: ppo\nenv: {id: CartPole-v1}\nruntime: {actors: 1, envs_per_actr: 4}\n"
+                          "stop: {env_frames: 1000}\n")
+    code = main(["train", str(experiment), "--no-progress", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    print(f"{experiment.name}: exit code {code}, message: {err.strip()[:160]}")
+    assert code == CONFIG_ERROR_EXIT_CODE
+    assert "'runtime.envs_per_actr'" in err and "did you mean 'runtime.envs_per_actor'" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_problem_is_reported_at_once(capsys):
+    code = main(["train", "cartpole-ppo", "--no-progress", "--set", "ppo.lrr=1", "--set", "ppo.gamma=2"])
+    err = capsys.readouterr().err
+    assert code == CONFIG_ERROR_EXIT_CODE
+    assert "'ppo.lrr'" in err and "'ppo.gamma'" in err
+
+
+def test_resume_with_a_mistyped_override_exits_2_and_leaves_the_run_alone(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    dump_yaml(to_dict(load_experiment("cartpole-ppo")), run_dir / "config.yaml")
+    before = sorted(path.name for path in run_dir.iterdir())
+    code = main(["resume", str(run_dir), "--no-progress", "--set", "stop.env_frame=5000"])
+    err = capsys.readouterr().err
+    print(f"resume --set stop.env_frame=5000: exit code {code}, message: {err.strip()[:160]}")
+    assert code == CONFIG_ERROR_EXIT_CODE
+    assert "'stop.env_frame'" in err and "did you mean 'stop.env_frames'" in err
+    assert sorted(path.name for path in run_dir.iterdir()) == before
+
+
+def test_python_api_raises_config_error_before_creating_the_run(tmp_path):
+    data = {"algo": "ppo", "ppo": {"lrr": 1e-3}, "stop": {"env_frames": 1000}}
+    with pytest.raises(ConfigError, match=r"did you mean 'ppo\.lr'"):
+        api.train(data, run_dir=str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_process_exit_code_is_2_for_an_unknown_key(harness):
+    """The exit code as a shell sees it (main's return value reaching sys.exit), not just main's return."""
+    run_dir = harness.tmp_path / "run"
+    done = harness.run_menger("train", "cartpole-ppo", "--no-progress", "--run-dir", str(run_dir),
+                              "--set", "ppo.lrr=1", timeout_s=60)
+    print(f"`menger train cartpole-ppo --set ppo.lrr=1`: exit code {done.returncode}, stderr: {done.stderr.strip()}")
+    assert done.returncode == CONFIG_ERROR_EXIT_CODE
+    assert "'ppo.lrr'" in done.stderr and "did you mean 'ppo.lr'" in done.stderr
+    assert "training" not in done.stdout
+    assert not run_dir.exists()
