@@ -67,7 +67,7 @@ class Policy(nn.Module):
             raise ValueError(f"unsupported action space {action_space}: Menger supports Discrete and Box actions")
         self.has_mask = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces
         self.lstm_size = lstm_size
-        self.custom = None
+        self.custom, self.core, self.value_encoder = None, None, None
         if network:
             if lstm_size:
                 raise ValueError("model.lstm_size cannot be combined with a custom model.network")
