@@ -25,7 +25,7 @@ def place_with_rl(problem: ChipProblem, netlist: str, budget_s: float, out: path
     from menger import api
     from menger.envs.chip.env import ChipPlacementEnv
 
-    overrides = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s}", f"seed={seed}"]
+    overrides = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s}", f"runtime.seed={seed}"]
     result = api.train(RL_PRESET, overrides=overrides, run_dir=str(out / "rl_run"))
     policy = api.load_policy(result.run_dir)
     env = ChipPlacementEnv(problem=problem)
