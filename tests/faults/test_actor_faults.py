@@ -161,6 +161,7 @@ def test_sigstopped_actor_is_flagged_replaced_and_its_stale_unrolls_rejected(har
     trainer._accept = accept_and_watch
     old_handle = victim.handle
     os.kill(old_handle.pid, signal.SIGSTOP)
+    time.sleep(0.01)  # signal delivery is asynchronous: let the stop land before reading the last heartbeat
     last_beat = float(trainer.heartbeat[victim.actor_id])  # a stopped process writes no more heartbeats
     try:
         flagged_s = harness.wait_until(lambda: victim.restarts >= 1, 30, "the stalled actor to be flagged")
