@@ -123,17 +123,6 @@ def space_has_floats(space) -> bool:
     return dtype is not None and np.dtype(dtype).kind in "fc"
 
 
-def all_finite(obs_float_leaves: list[np.ndarray], reward: np.ndarray) -> bool:
-    """Fast check for the common case: a sum is finite only if (barring overflow) every term is.
-
-    A sum that overflows only sends the step down the exact, slower path in ``nonfinite_rows``.
-    """
-    total = np.add.reduce(reward, None)
-    for leaf in obs_float_leaves:
-        total = total + np.add.reduce(leaf, None)
-    return bool(np.isfinite(total))
-
-
 def nonfinite_rows(obs, reward: np.ndarray) -> np.ndarray:
     """A bool [B] mask of the envs whose observation or reward holds NaN or Inf."""
     bad = ~np.isfinite(reward)

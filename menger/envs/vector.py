@@ -24,6 +24,7 @@ episode (after a reset step, a dropped NaN, or a rebuilt env) and its terminated
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
@@ -36,7 +37,6 @@ from menger.envs.faults import (
     EnvError,
     FaultPolicy,
     NonFiniteValueError,
-    all_finite,
     call_with_retries,
     float_leaves,
     new_stats,
@@ -115,7 +115,7 @@ class NativeVecEnv:
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
         self._next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
         self._all_valid = np.ones(self.num_envs, dtype=np.bool_)  # copied per step: cheaper than np.ones
-        self._values_finite = finite_check_for(self.single_observation_space)
+        self._obs_finite = obs_finite_check_for(self.single_observation_space)
 
     # -- the interface -------------------------------------------------------------------------------
 
@@ -130,7 +130,7 @@ class NativeVecEnv:
         except Exception as exc:  # any failure inside the env: rebuild it whole
             return self._rebuild(exc)
         self._just_rebuilt = False
-        if not self._values_finite(obs, reward):
+        if not (math.isfinite(np.add.reduce(reward, None)) and self._obs_finite(obs)):
             return self._drop_nonfinite(obs, _float32(reward), terminated, truncated)
         return self._finish_step(obs, _float32(reward), terminated, truncated)
 
@@ -246,7 +246,7 @@ class NativeVecEnv:
         )
         self._has_reset = True
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
-        if not self._values_finite(obs, np.zeros(1, np.float32)):
+        if not self._obs_finite(obs):
             obs = writable_copy(obs)
             zero_nonfinite(obs)
         return obs
@@ -295,7 +295,7 @@ class LoopVecEnv:
         self._rebuilds = [0] * num_envs
         self._just_rebuilt: set[int] = set()
         self._has_reset = False
-        self._values_finite = finite_check_for(self.single_observation_space)
+        self._obs_finite = obs_finite_check_for(self.single_observation_space)
         self._batch = batcher_for(self.single_observation_space, num_envs)
         self._all_valid = np.ones(num_envs, dtype=np.bool_)  # copied per step: cheaper than np.ones
 
@@ -341,7 +341,7 @@ class LoopVecEnv:
         )
         if failed:
             result.valid[failed] = False
-        if not self._values_finite(result.obs, result.reward):
+        if not (math.isfinite(sum(rewards)) and self._obs_finite(result.obs)):
             self._drop_nonfinite(*result)
         return result
 
@@ -451,17 +451,17 @@ def _float32(reward: np.ndarray) -> np.ndarray:
     return reward if reward.dtype == np.float32 else reward.astype(np.float32)
 
 
-def finite_check_for(space: gymnasium.Space) -> Callable[[Obs, np.ndarray], bool]:
-    """A per-step NaN/Inf test specialised once for the observation space (it runs on every step).
+def obs_finite_check_for(space: gymnasium.Space) -> Callable[[Obs], bool]:
+    """A per-step NaN/Inf test of observations, specialised once for the space (it runs on every step).
 
     A sum is finite only if every term is, so one reduction per array answers the common case; a sum
     that overflows merely sends the step to the exact per-row check.
     """
     if isinstance(space, gymnasium.spaces.Box) and space_has_floats(space):
-        return lambda obs, reward: bool(np.isfinite(np.add.reduce(obs, None) + np.add.reduce(reward, None)))
+        return lambda obs: math.isfinite(np.add.reduce(obs, None))
     if space_has_floats(space):
-        return lambda obs, reward: all_finite(float_leaves(obs), reward)
-    return lambda obs, reward: bool(np.isfinite(np.add.reduce(reward, None)))
+        return lambda obs: all(math.isfinite(np.add.reduce(leaf, None)) for leaf in float_leaves(obs))
+    return lambda obs: True
 
 
 def batcher_for(space: gymnasium.Space, num_envs: int) -> Callable[[list], Obs]:
