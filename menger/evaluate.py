@@ -39,6 +39,8 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
               "return_min": float(np.min(returns)), "return_max": float(np.max(returns)),
               "length_mean": float(np.mean(lengths))}
     frames = [f for f in frames if f is not None]
+    if video and not frames and cfg.env.preset is None:
+        frames = _rendered_episode(policy, cfg, seed, deterministic, max_steps)
     if video and frames:
         report["video"] = str(_write_gif(frames, Path(run_dir) / "eval.gif"))
     return report
@@ -59,6 +61,31 @@ def _frame(envs, obs):
         scaled = (255 * (array - array.min()) / max(1e-9, float(array.max() - array.min()))).astype(np.uint8)
         return np.repeat(scaled[:, :, None], 3, axis=2)
     return None
+
+
+def _rendered_episode(policy, cfg, seed: int, deterministic: bool, max_steps: int) -> list[np.ndarray]:
+    """One episode in a single env made with render_mode='rgb_array' (vector envs do not render)."""
+    import os
+
+    import gymnasium as gym
+
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen; no display needed
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    try:
+        env = gym.make(cfg.env.id, render_mode="rgb_array", **dict(cfg.env.kwargs))
+    except Exception:  # noqa: BLE001 - user factories may not take render_mode
+        return []
+    obs, _ = env.reset(seed=seed)
+    frames = [env.render()]
+    for _ in range(max_steps):
+        batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
+        obs, _, terminated, truncated, _ = env.step(policy.act(batch, deterministic=deterministic)[0])
+        frames.append(env.render())
+        if terminated or truncated:
+            break
+    env.close()
+    policy.reset_state(np.ones(1, bool))
+    return [f for f in frames if f is not None]
 
 
 def _write_gif(frames: list[np.ndarray], path: Path) -> Path:
