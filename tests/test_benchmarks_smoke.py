@@ -1,0 +1,94 @@
+"""Smoke tests of the throughput and soak benchmarks: each main runs end to end with tiny durations.
+
+Benchmarks sit outside the package and are not imported by anything else, so without these they rot
+silently when the runtime or the config schema moves under them.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import soak  # noqa: E402  (benchmarks are scripts, found through the path above)
+import throughput  # noqa: E402
+
+from menger.experiment import load_experiment  # noqa: E402
+
+
+def _record(wall_s: float, frames: int) -> dict:
+    return {"time/wall_s": wall_s, "time/env_frames": frames}
+
+
+def test_training_rate_leaves_out_start_up_and_the_summary_record():
+    records = [_record(1.0, 0), _record(2.0, 1000), _record(3.0, 3000), _record(4.0, 5000), _record(9.0, 5500)]
+    assert throughput.training_rate(records) == pytest.approx((5000 - 1000) / (4.0 - 2.0))
+
+
+def test_training_rate_refuses_too_few_records():
+    with pytest.raises(ValueError, match="run longer"):
+        throughput.training_rate([_record(1.0, 0), _record(2.0, 100), _record(3.0, 200)])
+
+
+def test_growth_is_measured_after_the_warm_up_only():
+    series = [(float(t), 100 if t < 20 else 200 + t) for t in range(100)]  # a jump during warm-up, then a slope
+    growth = soak.growth_pct(series, warmup_fraction=0.2, duration_s=100)
+    start, end = statistics.median(200 + t for t in range(20, 28)), statistics.median(200 + t for t in range(92, 100))
+    assert growth == pytest.approx(100 * (end - start) / start)
+    assert soak.growth_pct(series[:21], warmup_fraction=0.2, duration_s=100) is None
+
+
+def test_children_and_their_memory_are_found_in_proc():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 5
+        while child.pid not in soak.child_pids(os.getpid()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert child.pid in soak.child_pids(os.getpid())
+        assert soak.read_memory_kib(child.pid)["VmRSS"] > 0
+    finally:
+        child.kill()
+        child.wait()
+    assert soak.read_memory_kib(child.pid) is None
+
+
+def test_pong_ceiling_uses_one_atari_vector_env():
+    config = load_experiment("pong-impala", ["runtime.envs_per_actor=2"])
+    limits = throughput.ceilings(config, seconds=0.2)
+    assert set(limits) == {"vector"} and limits["vector"] > 0
+
+
+def test_throughput_main_runs_cartpole(tmp_path, capsys):
+    out = tmp_path / "out.json"
+    rows = throughput.main(["--env", "cartpole", "--seconds", "2.5", "--ceiling-seconds", "0.2",
+                            "--envs-per-actor", "64", "--json", str(out)])
+    (row,) = rows
+    assert row["envs_per_actor"] == 64 and row["actors"] == 1
+    assert row["ceilings"]["vector"] > row["ceilings"]["single"] > 0
+    assert row["training_env_steps_per_s"] > 0 and row["runs"][0]["training"]["env_frames"] > 0
+    assert row["ratio"] == pytest.approx(row["training_env_steps_per_s"] / row["ceilings"]["vector"])
+    assert json.loads(out.read_text())[0]["training_env_steps_per_s"] == row["training_env_steps_per_s"]
+    assert "CartPole-v1" in capsys.readouterr().out
+
+
+def test_soak_main_samples_learner_and_actors(tmp_path, capsys):
+    samples_csv = tmp_path / "soak.csv"
+    status = soak.main(["--minutes", "0.08", "--interval", "0.5", "--csv", str(samples_csv),
+                        "--set", "runtime.envs_per_actor=4"])
+    rows = list(csv.DictReader(samples_csv.open()))
+    roles = {row["role"] for row in rows}
+    assert "learner" in roles and sum(role.startswith("actor-") for role in roles) == 2
+    assert all(int(row["rss_kib"]) > 0 for row in rows)
+    output = capsys.readouterr().out
+    unroll_length, obs_bytes, step_bytes = 32, 4 * 4, 8 + 4 * 4  # CartPole: 4 float obs; action int64, 4 floats
+    assert f"bytes per env slot: {(unroll_length + 1) * obs_bytes + unroll_length * step_bytes:,d}" in output
+    assert status == (1 if "verdict: FAIL" in output else 0)
