@@ -46,7 +46,7 @@ def main() -> None:
     tracked = IncrementalCost(problem.model, problem.initial, track_congestion=True)
     for cost in (fast, tracked):  # build the per-macro caches before timing
         for macro in problem.movable:
-            cost._nets_and_entries(int(macro))
+            cost.nets_and_entries(int(macro))
     results = {
         "full (wirelength + density + congestion)": rate(lambda: proxy_cost(problem.model, problem.initial),
                                                          args.seconds),

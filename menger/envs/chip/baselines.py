@@ -67,7 +67,7 @@ def candidate_costs(cost: IncrementalCost, macro: int, cells: np.ndarray, w_dens
     wirelength part covers only the macro's own nets: it differs from the full cost by a constant."""
     model, layout = cost.model, cost.layout
     grid_x, grid_y = (np.asarray(v) for v in _centres(model, cells))
-    nets, entries, starts = cost._nets_and_entries(macro)
+    nets, entries, starts = cost.nets_and_entries(macro)
     total = np.zeros(len(cells))
     if len(nets):
         px, py, on = model.entry_positions(layout, entries)

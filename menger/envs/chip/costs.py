@@ -197,17 +197,16 @@ class Segments:
 
 
 def _segments(parts: list[tuple]) -> Segments:
-    h = [p[1:] for p in parts if p[0] == "h"]
-    v = [p[1:] for p in parts if p[0] == "v"]
-    cat = lambda items, i: np.concatenate([item[i] for item in items]) if items else np.zeros(0)  # noqa: E731
-    h_low = [np.minimum(a, b) for _, a, b, _ in h]
-    h_high = [np.maximum(a, b) for _, a, b, _ in h]
-    v_low = [np.minimum(a, b) for _, a, b, _ in v]
-    v_high = [np.maximum(a, b) for _, a, b, _ in v]
-    return Segments(cat(h, 0).astype(int), np.concatenate(h_low or [np.zeros(0)]).astype(int),
-                    np.concatenate(h_high or [np.zeros(0)]).astype(int), cat(h, 3),
-                    cat(v, 0).astype(int), np.concatenate(v_low or [np.zeros(0)]).astype(int),
-                    np.concatenate(v_high or [np.zeros(0)]).astype(int), cat(v, 3))
+    """Concatenate ("h"|"v", line, from, to, weight) parts into Segments, ordering each span low to high."""
+    def gather(direction: str) -> tuple:
+        chosen = [part[1:] for part in parts if part[0] == direction]
+        if not chosen:
+            return np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), np.zeros(0)
+        line, start, stop, weight = (np.concatenate(items) for items in zip(*chosen))
+        return (line.astype(int), np.minimum(start, stop).astype(int), np.maximum(start, stop).astype(int),
+                weight.astype(float))
+
+    return Segments(*gather("h"), *gather("v"))
 
 
 def two_cell_parts(src_c, src_r, dst_c, dst_r, w) -> list[tuple]:

@@ -143,7 +143,7 @@ class ChipPlacementEnv(gym.Env):
         if macro is None:
             return heat
         model = self.problem.model
-        nets, entries, _ = self.cost._nets_and_entries(macro)
+        nets, entries, _ = self.cost.nets_and_entries(macro)
         px, py, on = model.entry_positions(self.cost.layout, entries)
         on &= model.entry_owner[entries] != macro
         cells = self.problem.grid.cell_of(px[on], py[on])

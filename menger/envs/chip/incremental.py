@@ -30,7 +30,7 @@ class IncrementalCost:
             hard = model.hard_macros[self.layout.active[model.hard_macros]]
             self.h_macro, self.v_macro = C.macro_blockage(model, self.layout, hard)
 
-    def _nets_and_entries(self, node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def nets_and_entries(self, node: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The node's nets, their entries and each net's start inside them (cached per node)."""
         if node in self._touched:
             return self._touched[node]
@@ -57,7 +57,7 @@ class IncrementalCost:
 
     def move(self, node: int, x: float, y: float, orientation: int | None = None, active: bool = True) -> None:
         """Put `node` at centre (x, y) (optionally re-oriented, or switched off with active=False)."""
-        nets, entries, starts = self._nets_and_entries(int(node))
+        nets, entries, starts = self.nets_and_entries(int(node))
         self._contribution(node, nets, entries, -1.0)
         layout = self.layout
         layout.x[node], layout.y[node], layout.active[node] = x, y, active

@@ -1,24 +1,25 @@
-"""A PNG of a placement: congestion heat map under hard macros (blue), soft macros (orange) and blockages."""
+"""A PNG of a placement: congestion heat map under hard macros (blue), soft macros (orange) and blockages.
+Drawn on an Agg canvas directly, so importing this never changes pyplot's global backend."""
 
 from __future__ import annotations
 
 import pathlib
 
-import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Rectangle  # noqa: E402
-import numpy as np  # noqa: E402
-
-from menger.envs.chip import costs as C  # noqa: E402
-from menger.envs.chip.problem import ChipProblem  # noqa: E402
+from menger.envs.chip import costs as C
+from menger.envs.chip.problem import ChipProblem
 
 
 def draw_placement(problem: ChipProblem, layout: C.Layout, path: str | pathlib.Path, title: str = "") -> pathlib.Path:
     header = problem.header
     h, v = C.congestion_maps(problem.model, layout)
-    fig, ax = plt.subplots(figsize=(7, 7))
+    fig = Figure(figsize=(7, 7))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
     image = ax.imshow(np.maximum(h, v), origin="lower", extent=(0, header.width, 0, header.height),
                       cmap="Reds", alpha=0.6)
     fig.colorbar(image, ax=ax, fraction=0.046, label="congestion (max of H, V)")
@@ -35,5 +36,4 @@ def draw_placement(problem: ChipProblem, layout: C.Layout, path: str | pathlib.P
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return path
