@@ -93,6 +93,15 @@ class RuntimeConfig:
     no_actor_deadline_s: float = field(60.0, min=0.1, doc="with no actor alive this long, training stops with an error")
     max_restarts: int = field(20, min=0, doc="restarts allowed per actor before it is given up")
     seed: int = field(0, doc="seed of everything")
+    learners: int = field(1, min=1, doc="data-parallel learners (torch.distributed: gloo on CPU, nccl on GPUs); each "
+                          "takes a share of every batch's unrolls and gradients are averaged")
+    collective_timeout_s: float = field(120.0, min=1.0, doc="learners > 1: deadline of every collective; a learner "
+                                        "silent this long ends the run with an error")
+    inference: Literal["local", "central"] = field(
+        "local", doc="local: actors act on their cached params; central (SEED RL): actors send observations to one "
+        "batched inference service on the learner's device")
+    inference_batch: int = field(0, min=0, doc="central: most actor requests in one forward; 0 = all actors")
+    inference_timeout_ms: float = field(2.0, min=0.0, doc="central: longest wait for more requests after the first")
 
 
 @dataclass(frozen=True)
