@@ -12,13 +12,17 @@ Loop (see `Actor.run`)::
 In sync mode the learner grants a slot only after publishing new parameters, so every unroll of an update
 acted with the newest parameters. In async mode an actor holds `slots_per_actor` grants and never waits for
 an update. Messages are tiny tuples; the unroll itself stays in shared memory.
+
+The actor talks to the learner only through its *port* (`ActorPort`): the local one (`ActorLinks`: a pipe,
+shared-memory slots, `SharedParameters`) or Ray's (`menger.transport.ray`), so the same `Actor` runs under
+every launcher. A Ray actor is driven one `Actor.unroll` per remote call instead of by `Actor.run`.
 """
 from __future__ import annotations
 
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -32,9 +36,21 @@ class LearnerGone(RuntimeError):
     """The learner stopped answering: the actor exits instead of waiting forever."""
 
 
+class ActorPort(Protocol):
+    """What an actor needs from its transport: slots to write unrolls into, parameters, a place to show liveness."""
+
+    params: Any  # a ParameterSource: version(), read_into(module)
+
+    def slot(self, index: int) -> dict[str, torch.Tensor]: ...
+
+    def num_slots(self) -> int: ...
+
+    def beat(self, actor_id: int, frames_in_unroll: int) -> None: ...
+
+
 @dataclass
 class ActorLinks:
-    """What a launcher hands an actor: shared memory and its private pipe to the learner."""
+    """The local port: shared memory and a private pipe to the learner (threads and processes launchers)."""
 
     buffers: Any          # UnrollBuffers
     params: Any           # SharedParameters
@@ -44,12 +60,50 @@ class ActorLinks:
     stop: torch.Tensor       # uint8 [1]: set by the learner at shutdown
     parent_pid: int | None = None  # processes launcher: exit when the learner process is gone
 
+    def __post_init__(self):
+        self._heartbeat, self._progress = self.heartbeat.numpy(), self.progress.numpy()  # cheap per-step writes
+
+    def slot(self, index: int) -> dict[str, torch.Tensor]:
+        return self.buffers.slot(index)
+
+    def num_slots(self) -> int:
+        return self.buffers.num_slots
+
+    def beat(self, actor_id: int, frames_in_unroll: int) -> None:
+        self._heartbeat[actor_id] = time.time()
+        self._progress[actor_id] = frames_in_unroll
+
+    def submit(self, slot: int, meta: UnrollMeta) -> None:
+        self.conn.send(("unroll", slot, meta))
+
+    def wait_for_grant(self, actor_id: int, snapshot: Callable[[], dict], timeout_s: float) -> int | None:
+        """Block until the learner grants a slot; answer snapshot requests; never wait without a deadline."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.heartbeat[actor_id] = time.time()
+            if self.stop[0]:
+                return None
+            if self.conn.poll(0.05):
+                message = self.conn.recv()
+                if message[0] == "grant":
+                    return message[1]
+                if message[0] == "snapshot":
+                    self.conn.send(("snapshot", snapshot()))
+                elif message[0] == "stop":
+                    return None
+                deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > deadline or self._learner_process_gone():
+                raise LearnerGone(f"actor {actor_id}: no word from the learner for {timeout_s:.0f} s")
+
+    def _learner_process_gone(self) -> bool:
+        return self.parent_pid is not None and os.getppid() != self.parent_pid
+
 
 class Actor:
-    def __init__(self, actor_id: int, incarnation: int, envs, policy, links: ActorLinks, *, unroll_length: int,
+    def __init__(self, actor_id: int, incarnation: int, envs, policy, port: ActorPort, *, unroll_length: int,
                  seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None):
         self.actor_id, self.incarnation = actor_id, incarnation
-        self.envs, self.policy, self.links = envs, policy, links
+        self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
         self.learner_timeout_s = learner_timeout_s
         self.num_envs = envs.num_envs
@@ -57,7 +111,7 @@ class Actor:
         self.version = -1
         self.sequence = 0
         self.box_actions = isinstance(envs.single_action_space, gym.spaces.Box)
-        self.slots = [links.buffers.slot(i) for i in range(links.buffers.num_slots)]
+        self.slots = [port.slot(i) for i in range(port.num_slots())]
         self.state = policy.initial_state(self.num_envs)
         self.episode_return = np.zeros(self.num_envs, np.float64)
         self.episode_length = np.zeros(self.num_envs, np.int64)
@@ -68,14 +122,18 @@ class Actor:
 
     # ----- the loop ------------------------------------------------------------------------
     def run(self) -> None:
+        """The local loop: wait for a grant, fill the slot, hand it back (the port's pipe)."""
         while True:
-            slot = self._wait_for_grant()
+            slot = self.port.wait_for_grant(self.actor_id, self.snapshot, self.learner_timeout_s)
             if slot is None:
                 return
-            if self.links.params.version() != self.version:
-                self.version = self.links.params.read_into(self.policy)
-            meta = self._fill(slot)
-            self.links.conn.send(("unroll", slot, meta))
+            self.port.submit(slot, self.unroll(slot))
+
+    def unroll(self, slot: int) -> UnrollMeta:
+        """One unroll into `slot`, on the newest parameters the port knows of (copied only when they moved)."""
+        if self.port.params.version() != self.version:
+            self.version = self.port.params.read_into(self.policy)
+        return self._fill(slot)
 
     def _fill(self, slot: int) -> UnrollMeta:
         view = self.slots[slot]
@@ -85,7 +143,6 @@ class Actor:
             view["core_state"].copy_(self.state)
         actions, logp, rewards = view["actions"].numpy(), view["logp"].numpy(), view["rewards"].numpy()
         dones, valid = view["dones"].numpy(), view["valid"].numpy()
-        heartbeat, progress = self.links.heartbeat.numpy(), self.links.progress.numpy()
         low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
@@ -112,36 +169,13 @@ class Actor:
             if out.state is not None and self.state.numel():
                 self.state = out.state * torch.from_numpy(1.0 - dones[t]).float().unsqueeze(-1)
             self.obs = result.obs
-            heartbeat[self.actor_id] = time.time()
-            progress[self.actor_id] = (t + 1) * self.num_envs
-        progress[self.actor_id] = 0
+            self.port.beat(self.actor_id, (t + 1) * self.num_envs)
+        self.port.beat(self.actor_id, 0)
         self.sequence += 1
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
         return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
                           self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
                           env_stats)
-
-    def _wait_for_grant(self) -> int | None:
-        """Block until the learner grants a slot; answer snapshot requests; never wait without a deadline."""
-        conn, deadline = self.links.conn, time.monotonic() + self.learner_timeout_s
-        while True:
-            self.links.heartbeat[self.actor_id] = time.time()
-            if self.links.stop[0]:
-                return None
-            if conn.poll(0.05):
-                message = conn.recv()
-                if message[0] == "grant":
-                    return message[1]
-                if message[0] == "snapshot":
-                    conn.send(("snapshot", self.snapshot()))
-                elif message[0] == "stop":
-                    return None
-                deadline = time.monotonic() + self.learner_timeout_s
-            elif time.monotonic() > deadline or self._learner_process_gone():
-                raise LearnerGone(f"actor {self.actor_id}: no word from the learner for {self.learner_timeout_s:.0f} s")
-
-    def _learner_process_gone(self) -> bool:
-        return self.links.parent_pid is not None and os.getppid() != self.links.parent_pid
 
     # ----- exact resume ------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -190,20 +224,30 @@ def _as_input(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype in (torch.float32, torch.uint8) else x.float()
 
 
-def run_actor(actor_id: int, incarnation: int, config, links: ActorLinks, seed: int, restore: dict | None = None,
-              single_thread: bool = True) -> None:
-    """Entry point of an actor thread or process: build the envs and the policy, then run the loop."""
+def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: int,
+               restore: dict | None = None) -> Actor:
+    """Build an actor's envs and policy from the experiment (the caller closes `actor.envs`)."""
     from menger.envs import make_vec_env
 
-    if single_thread:
-        torch.set_num_threads(1)
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
                         preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads)
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model)
         policy.eval()
-        actor = Actor(actor_id, incarnation, envs, policy, links, unroll_length=config.runtime.unroll_length,
-                      seed=seed, restore=restore)
+        return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
+                     seed=seed, restore=restore)
+    except BaseException:
+        envs.close()
+        raise
+
+
+def run_actor(actor_id: int, incarnation: int, config, links: ActorLinks, seed: int, restore: dict | None = None,
+              single_thread: bool = True) -> None:
+    """Entry point of an actor thread or process: build the envs and the policy, then run the loop."""
+    if single_thread:
+        torch.set_num_threads(1)
+    actor = make_actor(actor_id, incarnation, config, links, seed, restore)
+    try:
         actor.run()
     finally:
-        envs.close()
+        actor.envs.close()

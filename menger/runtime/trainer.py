@@ -12,21 +12,20 @@ Loop (`Trainer.run`)::
         every log interval: metrics; every checkpoint interval: a crash-consistent checkpoint
 
 No wait is without a deadline: with no live actor for `no_actor_deadline_s`, `NoActorsError` ends the run.
+Everything that crosses to the actors goes through `self.transport` (`menger.transport.local.Transport`):
+pipes and shared memory on one host, object references on Ray; the loop is the same.
 """
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import wait as wait_connections
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from menger.actors import ActorLinks, run_actor
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
 from menger.config import dump_yaml, to_dict
 from menger.core import UnrollMeta
@@ -34,9 +33,9 @@ from menger.envs import make_vec_env
 from menger.experiment import ExperimentConfig
 from menger.learners import make_learner
 from menger.models import build_policy
-from menger.params import SharedParameters
 from menger.runtime.accounting import FrameAccounts
-from menger.transport import UnrollBuffers, UnrollSpec
+from menger.transport import UnrollSpec
+from menger.transport.local import LocalTransport, Transport
 
 log = logging.getLogger("menger.trainer")
 
@@ -58,7 +57,6 @@ class ActorRecord:
     slots: list[int]
     incarnation: int = 0
     handle: object = None
-    conn: object = None
     started_at: float = 0.0
     restarts: int = 0
     restart_at: float | None = None
@@ -109,16 +107,26 @@ class Trainer:
         self.learner = make_learner(cfg, policy, self.device)
         spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size)
         slots_per_actor = 1 if self.sync else rt.slots_per_actor
-        self.buffers = UnrollBuffers(spec, rt.actors * slots_per_actor, shared=True)
-        self.params = SharedParameters(policy, shared=True)
-        self.heartbeat = torch.zeros(rt.actors, dtype=torch.float64).share_memory_()
-        self.progress_frames = torch.zeros(rt.actors, dtype=torch.int64).share_memory_()
-        self.stop_flag = torch.zeros(1, dtype=torch.uint8).share_memory_()
+        self.transport = self._make_transport(spec, policy, slots_per_actor)
         self.actors = [ActorRecord(i, list(range(i * slots_per_actor, (i + 1) * slots_per_actor)))
                        for i in range(rt.actors)]
         if self.resume:
             self._restore()
-        self.params.publish(self.learner.policy, self.version)
+        self.transport.publish(self.learner.policy, self.version)
+
+    def _make_transport(self, spec: UnrollSpec, policy, slots_per_actor: int) -> Transport:
+        """The launcher's own transport (Ray: object references), else pipes and shared memory on this host."""
+        rt = self.cfg.runtime
+        make = getattr(self.launcher, "make_transport", None)
+        if make is not None:
+            return make(spec=spec, policy=policy, config=self.cfg, slots_per_actor=slots_per_actor)
+        return LocalTransport(self.launcher, spec, policy, rt.actors, slots_per_actor, rt.startup_grace_s)
+
+    # The local transport's shared state, under the names the fault tests read.
+    buffers = property(lambda self: self.transport.buffers)
+    params = property(lambda self: self.transport.params)
+    heartbeat = property(lambda self: self.transport.heartbeat)
+    progress_frames = property(lambda self: self.transport.progress_frames)
 
     # ----- the loop ------------------------------------------------------------------------
     def run(self) -> TrainResult:
@@ -165,20 +173,11 @@ class Trainer:
     # ----- actors ---------------------------------------------------------------------------
     def _start_actor(self, record: ActorRecord) -> None:
         cfg = self.cfg
-        learner_end, actor_end = mp.Pipe(duplex=True)
-        links = ActorLinks(self.buffers, self.params, actor_end, self.heartbeat, self.progress_frames, self.stop_flag,
-                           parent_pid=os.getpid() if self.launcher.name == "processes" else None)
-        record.conn = learner_end
         record.started_at = time.time()
-        self.heartbeat[record.actor_id] = record.started_at + cfg.runtime.startup_grace_s
-        self.progress_frames[record.actor_id] = 0
         seed = cfg.runtime.seed * 100_003 + record.actor_id * 1009 + record.incarnation * 7919
-        kwargs = dict(actor_id=record.actor_id, incarnation=record.incarnation, config=cfg, links=links, seed=seed,
-                      restore=self._restores.pop(record.actor_id, None),
-                      single_thread=self.launcher.single_thread_actors)
-        record.handle = self.launcher.start_actor(run_actor, kwargs)
-        if self.launcher.name == "processes":
-            actor_end.close()
+        kwargs = dict(actor_id=record.actor_id, incarnation=record.incarnation, config=cfg, seed=seed,
+                      restore=self._restores.pop(record.actor_id, None))
+        record.handle = self.transport.start_actor(record.actor_id, kwargs)
         record.restart_at = None
         record.last_sequence = 0
         pending_slots = {slot for slot, _ in self.pending}
@@ -192,9 +191,7 @@ class Trainer:
                 self._grant(record, record.free.pop(0))
 
     def _grant(self, record: ActorRecord, slot: int) -> None:
-        try:
-            record.conn.send(("grant", slot))
-        except (OSError, ValueError):  # the actor is gone; supervision restarts it and re-grants
+        if not self.transport.grant(record.actor_id, slot):  # gone; supervision restarts it and re-grants
             record.free.append(slot)
 
     def _grant_round(self) -> None:
@@ -220,7 +217,7 @@ class Trainer:
                 self._receive_from(record)
                 code = getattr(record.handle, "exitcode", None)
                 self._lose_actor(record, f"died (exit code {code})" + (f": {record.last_error}" if record.last_error else ""))
-            elif now - float(self.heartbeat[record.actor_id]) > rt.heartbeat_timeout_s:
+            elif self.transport.silent_for(record.actor_id) > rt.heartbeat_timeout_s:
                 record.handle.kill()
                 record.handle.join(5.0)
                 self._lose_actor(record, f"stalled (no heartbeat for {rt.heartbeat_timeout_s:.1f} s)")
@@ -235,14 +232,11 @@ class Trainer:
                                 f"(runtime.no_actor_deadline_s); last errors: {errors or 'none reported'}")
 
     def _lose_actor(self, record: ActorRecord, why: str) -> None:
-        lost = int(self.progress_frames[record.actor_id])
+        lost = self.transport.frames_in_flight(record.actor_id)
         self.accounts.drop("actor_lost", lost)
         self.accounts.produced += lost
-        try:
-            record.conn.close()
-        except OSError:
-            pass
-        record.handle, record.conn = None, None
+        self.transport.release(record.actor_id)
+        record.handle = None
         record.restarts += 1
         record.incarnation += 1
         if record.restarts > self.cfg.runtime.max_restarts:
@@ -257,27 +251,21 @@ class Trainer:
 
     # ----- receiving ------------------------------------------------------------------------
     def _receive(self, timeout: float) -> None:
-        conns = {r.conn: r for r in self.actors if r.conn is not None}
-        if not conns:
-            time.sleep(timeout)
-            return
-        for conn in wait_connections(list(conns), timeout):
-            self._receive_from(conns[conn])
+        for actor_id, message in self.transport.receive(timeout):
+            self._handle_message(self.actors[actor_id], message)
 
     def _receive_from(self, record: ActorRecord) -> None:
-        conn = record.conn
-        try:
-            while conn is not None and conn.poll():
-                message = conn.recv()
-                if message[0] == "unroll":
-                    self._accept(record, message[1], message[2])
-                elif message[0] == "error":
-                    record.last_error = message[1]
-                    log.debug("actor %d traceback:\n%s", record.actor_id, message[2])
-                elif message[0] == "snapshot":
-                    self._snapshots[record.actor_id] = message[1]
-        except (EOFError, OSError):
-            pass
+        for message in self.transport.drain(record.actor_id):
+            self._handle_message(record, message)
+
+    def _handle_message(self, record: ActorRecord, message: tuple) -> None:
+        if message[0] == "unroll":
+            self._accept(record, message[1], message[2])
+        elif message[0] == "error":
+            record.last_error = message[1]
+            log.debug("actor %d traceback:\n%s", record.actor_id, message[2])
+        elif message[0] == "snapshot":
+            self._snapshots[record.actor_id] = message[1]
 
     def _accept(self, record: ActorRecord, slot: int, meta: UnrollMeta) -> None:
         acc = self.accounts
@@ -313,7 +301,7 @@ class Trainer:
     def _learn(self) -> None:
         want = len(self.pending) if self.sync else (self.cfg.runtime.batch_unrolls or len(self.actors))
         taken, self.pending = self.pending[:want], self.pending[want:]
-        batch = self.buffers.gather([slot for slot, _ in taken])
+        batch = self.transport.gather([slot for slot, _ in taken])
         for slot, meta in taken:
             record = self.actors[meta.actor_id]
             if self.sync or record.handle is None:
@@ -326,7 +314,7 @@ class Trainer:
         stats = self.learner.update(batch, self.accounts.accepted + frames)
         self.accounts.accepted += frames
         self.version += 1
-        self.params.publish(self.learner.policy, self.version)
+        self.transport.publish(self.learner.policy, self.version)
         self._learner_stats = stats
 
     # ----- stopping, checkpoints, metrics ---------------------------------------------------
@@ -353,12 +341,9 @@ class Trainer:
         self._snapshots: dict[int, dict] = {}
         if not self.sync:
             return {}
-        asked = [r for r in self.actors if r.conn is not None]
+        asked = [r for r in self.actors if r.handle is not None]
         for record in asked:
-            try:
-                record.conn.send(("snapshot",))
-            except OSError:
-                pass
+            self.transport.request_snapshot(record.actor_id)
         deadline = time.monotonic() + timeout
         while len(self._snapshots) < len(asked) and time.monotonic() < deadline:
             self._receive(timeout=0.01)
@@ -416,10 +401,9 @@ class Trainer:
             "episode/count": acc.episodes,
             "transport/frames_dropped": sum(acc.dropped.values()),
             "transport/duplicates": acc.duplicates,
-            "transport/bytes_per_env_slot": self.buffers.bytes_per_env_slot,
             "actor/restarts": sum(r.restarts for r in self.actors),
             "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive()),
-            "params/bytes_per_version": self.params.nbytes,
+            **self.transport.metrics(),
         }
         if not last:
             m["actor/fps"] = acc.produced / max(dt, 1e-9) if elapsed > 0 else 0.0
@@ -451,14 +435,6 @@ class Trainer:
             self._write_metrics(self._metrics())
 
     def _shutdown(self) -> None:
-        self.stop_flag[0] = 1
-        deadline = time.monotonic() + 5.0
-        for record in self.actors:
-            if record.handle is not None:
-                record.handle.join(max(0.0, deadline - time.monotonic()))
-                if record.handle.is_alive():
-                    record.handle.kill()
-                    record.handle.join(1.0)
-            if record.conn is not None:
-                record.conn.close()
+        if hasattr(self, "transport"):
+            self.transport.shutdown([r.handle for r in self.actors if r.handle is not None])
         self.launcher.shutdown()
