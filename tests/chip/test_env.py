@@ -4,7 +4,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import menger.envs.chip  # noqa: F401  (registers ChipPlacement-v0)
-from menger.envs.chip.env import NO_LEGAL_CELL_REWARD, ChipPlacementEnv
+from menger.envs.chip.env import GRID_MAPS, NO_LEGAL_CELL_REWARD, ChipPlacementEnv
 
 from .helpers import assert_legal, macro, plc_header, write_design
 
@@ -68,7 +68,7 @@ def test_grid_bound_pads_with_masked_cells():
     obs, _ = env.reset()
     mask = obs["action_mask"].reshape(32, 32)
     assert mask[20:, :].sum() == 0 and mask[:, 20:].sum() == 0 and mask[:20, :20].sum() > 0
-    assert obs["grid_maps"].shape == (3, 32, 32)
+    assert obs["grid_maps"].shape == (len(GRID_MAPS), 32, 32)
     with pytest.raises(ValueError, match="at least 20"):
         ChipPlacementEnv(netlist="macro_tiles_10x10", grid_bound=10)
 

@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from menger.envs.chip import costs as C
+from menger.envs.chip.candidates import candidate_costs
 from menger.envs.chip.canvas import rectangles_overlap
 from menger.envs.chip.incremental import IncrementalCost
 from menger.envs.chip.problem import ChipProblem
@@ -60,41 +61,6 @@ def random_placement(problem: ChipProblem, rng: np.random.Generator, attempts: i
             return layout
     raise RuntimeError(f"no random legal placement found in {attempts} attempts: the macros barely fit the grid; "
                        "try the greedy placer")
-
-
-def candidate_costs(cost: IncrementalCost, macro: int, cells: np.ndarray, w_density: float = 1.0) -> np.ndarray:
-    """Wirelength + w_density·density if `macro` went to each of `cells`, vectorised over the cells. The
-    wirelength part covers only the macro's own nets: it differs from the full cost by a constant."""
-    model, layout = cost.model, cost.layout
-    grid_x, grid_y = (np.asarray(v) for v in _centres(model, cells))
-    nets, entries, starts = cost.nets_and_entries(macro)
-    total = np.zeros(len(cells))
-    if len(nets):
-        px, py, on = model.entry_positions(layout, entries)
-        own = model.entry_owner[entries] == macro
-        others = on & ~own
-        for coord, centre, cand in ((px, layout.x[macro], grid_x), (py, layout.y[macro], grid_y)):
-            o_hi = np.maximum.reduceat(np.where(others, coord, -np.inf), starts)
-            o_lo = np.minimum.reduceat(np.where(others, coord, np.inf), starts)
-            d_hi = np.maximum.reduceat(np.where(own, coord - centre, -np.inf), starts)
-            d_lo = np.minimum.reduceat(np.where(own, coord - centre, np.inf), starts)
-            span = np.maximum(o_hi, cand[:, None] + d_hi) - np.minimum(o_lo, cand[:, None] + d_lo)
-            total += np.einsum("kn,n->k", span, model.net_weight[nets])
-        header = model.header
-        total /= (header.width + header.height) * model.net_weight.sum()
-    w, h = model.footprint(layout, np.array([macro]))
-    ox = C.axis_overlaps(grid_x - w[0] / 2, grid_x + w[0] / 2, model.cell_width, model.header.columns)
-    oy = C.axis_overlaps(grid_y - h[0] / 2, grid_y + h[0] / 2, model.cell_height, model.header.rows)
-    density = cost.density[None] + oy[:, :, None] * ox[:, None, :] / (model.cell_width * model.cell_height)
-    flat = density.reshape(len(cells), -1)
-    k = max(1, int(0.1 * flat.shape[1]))
-    top = 0.5 * np.partition(flat, flat.shape[1] - k, axis=1)[:, -k:].mean(axis=1)
-    return total + w_density * top
-
-
-def _centres(model: C.CostModel, cells: np.ndarray):
-    row, col = np.divmod(cells, model.header.columns)
-    return (col + 0.5) * model.cell_width, (row + 0.5) * model.cell_height
 
 
 def greedy_placement(problem: ChipProblem, w_density: float = 1.0) -> C.Layout:

@@ -4,6 +4,15 @@ Action: a grid cell index `row * B_c + col`, where the action grid is the design
 B × B bound when `grid_bound=B` is given (cells beyond the design's grid are always masked). The macro's
 centre goes to the cell centre. Reward is 0 per step; after the last hard macro the soft macros are placed
 force-directed and the reward is -(w_wl·WL + w_cong·Cong + w_den·Den); -4.0 if a macro has no legal cell.
+
+With `dense_reward=True` each step instead pays the drop of the partial cost w_wl·WL + w_den·Den of the
+macros placed so far (counted from 0 before the first step) and the last step pays the rest down to the
+final cost, so an episode's undiscounted return is unchanged; the per-step signal tells the learner which
+macro raised the cost.
+
+`grid_maps` also holds, per cell, what putting the current macro there would cost (its nets' wirelength,
+and wirelength + density as the greedy placer weighs them), min-max scaled over the legal cells: the
+policy sees the greedy ranking as an input and learns where to depart from it.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from menger.envs.chip.candidates import candidate_density, candidate_wirelength, normalised_over_legal
 from menger.envs.chip.costs import ProxyCost, proxy_cost
 from menger.envs.chip.incremental import IncrementalCost
 from menger.envs.chip.problem import ChipProblem, load_problem
@@ -19,6 +29,7 @@ from menger.envs.chip.softplace import place_soft_macros
 
 NO_LEGAL_CELL_REWARD = -4.0
 MACRO_FEATURES = 4  # width / W, height / H, fraction of macros placed, pin count / largest pin count
+GRID_MAPS = ("density", "net_heat", "mask", "wirelength_cost", "greedy_cost")
 
 
 class MaskedDiscrete(spaces.Discrete):
@@ -41,10 +52,12 @@ class ChipPlacementEnv(gym.Env):
 
     def __init__(self, netlist: str = "macro_tiles_10x10", plc: str | None = None, w_wirelength: float = 1.0,
                  w_congestion: float = 0.5, w_density: float = 1.0, grid_bound: int | None = None,
-                 soft_macro_steps: int = 100, problem: ChipProblem | None = None):
+                 soft_macro_steps: int = 100, problem: ChipProblem | None = None,
+                 dense_reward: bool = False):
         self.problem = problem if problem is not None else load_problem(netlist, plc)
         self.weights = dict(w_wirelength=w_wirelength, w_congestion=w_congestion, w_density=w_density)
         self.soft_macro_steps = soft_macro_steps
+        self.dense_reward = dense_reward
         grid = self.problem.grid
         self.map_cols = grid.columns if grid_bound is None else int(grid_bound)
         self.map_rows = grid.rows if grid_bound is None else int(grid_bound)
@@ -65,7 +78,7 @@ class ChipPlacementEnv(gym.Env):
             "macro_features": spaces.Box(0.0, 1.0, (MACRO_FEATURES,), np.float32),
             "placed": spaces.Box(0, 1, (count,), np.int8),
             "positions": spaces.Box(0.0, 1.0, (count, 2), np.float32),
-            "grid_maps": spaces.Box(0.0, 1.0, (3, self.map_rows, self.map_cols), np.float32),
+            "grid_maps": spaces.Box(0.0, 1.0, (len(GRID_MAPS), self.map_rows, self.map_cols), np.float32),
         })
 
     # ------------------------------------------------------------------------------------------- episode
@@ -77,6 +90,7 @@ class ChipPlacementEnv(gym.Env):
         self.cost = IncrementalCost(problem.model, layout, track_congestion=False)
         self.step_index = 0
         self.final_cost: ProxyCost | None = None
+        self._paid = 0.0  # dense_reward: the partial cost already charged to earlier steps
         self._mask = self._legal_cells()
         return self._observation(), {}
 
@@ -97,8 +111,21 @@ class ChipPlacementEnv(gym.Env):
             return self._finish()
         self._mask = self._legal_cells()
         if not self._mask.any():
-            return self._observation(), NO_LEGAL_CELL_REWARD, True, False, {"no_legal_cell": True}
-        return self._observation(), 0.0, False, False, {}
+            return self._observation(), self._settle(-NO_LEGAL_CELL_REWARD), True, False, {"no_legal_cell": True}
+        return self._observation(), self._settle(self.partial_cost()) if self.dense_reward else 0.0, False, False, {}
+
+    def partial_cost(self) -> float:
+        """w_wl·WL + w_den·Den of what is placed now (congestion is left out: it needs a routing pass)."""
+        return (self.weights["w_wirelength"] * self.cost.wirelength()
+                + self.weights["w_density"] * self.cost.density_cost())
+
+    def _settle(self, cost_now: float) -> float:
+        """The reward that charges the cost added since the last charge; with dense_reward off, everything
+        is charged at the end. Either way the charges of an episode sum to its final cost."""
+        if not self.dense_reward:
+            return -cost_now
+        reward, self._paid = self._paid - cost_now, cost_now
+        return reward
 
     def _finish(self):
         layout = place_soft_macros(self.problem.model, self.cost.layout, self.soft_macro_steps)
@@ -106,7 +133,7 @@ class ChipPlacementEnv(gym.Env):
         self.final_cost = proxy_cost(self.problem.model, layout)
         self._mask = np.zeros(self.problem.grid.num_cells, dtype=bool)
         info = {"proxy_cost": self.final_cost.as_dict()}
-        return self._observation(), -self.final_cost.weighted(**self.weights), True, False, info
+        return self._observation(), self._settle(self.final_cost.weighted(**self.weights)), True, False, info
 
     # ------------------------------------------------------------------------------------------- helpers
     def action_mask(self) -> np.ndarray:
@@ -150,6 +177,18 @@ class ChipPlacementEnv(gym.Env):
         heat = np.bincount(cells, model.net_weight[model.entry_net[entries][on]], len(heat))
         return heat / heat.max() if heat.max() > 0 else heat
 
+    def _cost_maps(self, macro: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per cell, scaled to [0, 1] over the legal cells: the macro's wirelength there, and the greedy
+        placer's wirelength + density (with the env's weights). Illegal cells read 1."""
+        cells = np.flatnonzero(self._mask)
+        wirelength = np.zeros(self.problem.grid.num_cells)
+        greedy = np.zeros(self.problem.grid.num_cells)
+        if macro is not None and len(cells):
+            wirelength[cells] = candidate_wirelength(self.cost, macro, cells)
+            greedy[cells] = (self.weights["w_wirelength"] * wirelength[cells]
+                             + self.weights["w_density"] * candidate_density(self.cost, macro, cells))
+        return normalised_over_legal(wirelength, self._mask), normalised_over_legal(greedy, self._mask)
+
     def _observation(self) -> dict:
         problem, layout = self.problem, self.cost.layout
         grid = problem.grid
@@ -164,7 +203,8 @@ class ChipPlacementEnv(gym.Env):
         positions = np.stack([layout.x[movable] / grid.width, layout.y[movable] / grid.height], axis=1)
         positions = np.where(placed[:, None], np.clip(positions, 0, 1), 0).astype(np.float32)
         mask_map = self._to_map(self._mask.astype(np.float32))
+        wirelength, greedy = self._cost_maps(macro)
         maps = np.stack([self._to_map(np.clip(self.cost.density.ravel(), 0, 1)), self._to_map(self._net_heat(macro)),
-                         mask_map])
+                         mask_map, self._to_map(wirelength), self._to_map(greedy)])
         return {"action_mask": self.action_mask(), "macro_features": np.clip(features, 0, 1),
                 "placed": placed.astype(np.int8), "positions": positions, "grid_maps": maps.astype(np.float32)}
