@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from menger.core import UnrollMeta
+from menger.inference import ActionSource, CentralActions, LocalActions
 from menger.models import build_policy
 
 
@@ -101,7 +102,8 @@ class ActorLinks:
 
 class Actor:
     def __init__(self, actor_id: int, incarnation: int, envs, policy, port: ActorPort, *, unroll_length: int,
-                 seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None):
+                 seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None,
+                 actions: ActionSource | None = None):
         self.actor_id, self.incarnation = actor_id, incarnation
         self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
@@ -113,6 +115,7 @@ class Actor:
         self.box_actions = isinstance(envs.single_action_space, gym.spaces.Box)
         self.slots = [port.slot(i) for i in range(port.num_slots())]
         self.state = policy.initial_state(self.num_envs)
+        self.actions = actions or LocalActions(policy, port.params, self.generator)  # or central (SEED RL)
         self.episode_return = np.zeros(self.num_envs, np.float64)
         self.episode_length = np.zeros(self.num_envs, np.int64)
         if restore is not None:
@@ -131,8 +134,7 @@ class Actor:
 
     def unroll(self, slot: int) -> UnrollMeta:
         """One unroll into `slot`, on the newest parameters the port knows of (copied only when they moved)."""
-        if self.port.params.version() != self.version:
-            self.version = self.port.params.read_into(self.policy)
+        self.version = self.actions.refresh()
         return self._fill(slot)
 
     def _fill(self, slot: int) -> UnrollMeta:
@@ -147,8 +149,7 @@ class Actor:
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
         for t in range(self.unroll_length):
-            out = self.policy.act(_obs_input(obs_views, t), self.state if self.state.numel() else None,
-                                  generator=self.generator)
+            out = self.actions.act(_obs_input(obs_views, t), self.state if self.state.numel() else None)
             action = out.action.numpy()
             result = self.envs.step(np.clip(action, low, high) if self.box_actions else action)
             actions[t] = action
@@ -225,8 +226,11 @@ def _as_input(x: torch.Tensor) -> torch.Tensor:
 
 
 def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: int,
-               restore: dict | None = None) -> Actor:
-    """Build an actor's envs and policy from the experiment (the caller closes `actor.envs`)."""
+               restore: dict | None = None, inference=None) -> Actor:
+    """Build an actor's envs and policy from the experiment (the caller closes `actor.envs`).
+
+    `inference`: the central service's request slots (`runtime.inference: central`); None acts locally.
+    """
     from menger.envs import make_vec_env
 
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
@@ -234,19 +238,20 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model)
         policy.eval()
+        actions = None if inference is None else CentralActions(inference, actor_id, port.params)
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
-                     seed=seed, restore=restore)
+                     seed=seed, restore=restore, actions=actions)
     except BaseException:
         envs.close()
         raise
 
 
 def run_actor(actor_id: int, incarnation: int, config, links: ActorLinks, seed: int, restore: dict | None = None,
-              single_thread: bool = True) -> None:
+              single_thread: bool = True, inference=None) -> None:
     """Entry point of an actor thread or process: build the envs and the policy, then run the loop."""
     if single_thread:
         torch.set_num_threads(1)
-    actor = make_actor(actor_id, incarnation, config, links, seed, restore)
+    actor = make_actor(actor_id, incarnation, config, links, seed, restore, inference)
     try:
         actor.run()
     finally:

@@ -45,13 +45,14 @@ class Learner(ABC):
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
         self.optimizer = self._make_optimizer()
+        self.gradient_sync = None  # several learners: set by menger.learners.distributed
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         if getattr(self.cfg, "optimizer", "adam") == "rmsprop":
             return torch.optim.RMSprop(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, alpha=0.99,
                                        foreach=True)
-        # foreach: one kernel per op over all parameters, much faster for the many small tensors of RL networks
-        return torch.optim.Adam(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, foreach=True)
+        # fused: one kernel over all parameters, much faster for the many small tensors of RL networks
+        return torch.optim.Adam(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, fused=True)
 
     def _set_lr(self, frames: int) -> float:
         lr = self.cfg.lr
@@ -69,9 +70,19 @@ class Learner(ABC):
     def _step(self, loss: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self._sync_gradients()
         norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_grad_norm, foreach=True)
         self.optimizer.step()
         return norm
+
+    def _sync_gradients(self) -> None:
+        """Data-parallel learners average their gradients here, before clipping; a no-op for one learner."""
+        if self.gradient_sync is not None:
+            self.gradient_sync.all_reduce(self.policy.parameters())
+
+    def _agreed(self, value: float) -> float:
+        """A statistic all learners agree on (batch-weighted mean), for decisions they must take alike."""
+        return value if self.gradient_sync is None else self.gradient_sync.mean(value, self.device)
 
     @abstractmethod
     def update(self, batch: dict, frames: int) -> dict[str, float]:
@@ -110,7 +121,7 @@ class PPOLearner(Learner):
                 with self._autocast():
                     loss, info = self._loss(mb)
                 info = dict(info, grad_norm=self._step(loss, cfg.max_grad_norm), loss=loss.detach())
-            if cfg.target_kl is not None and float(info["approx_kl"]) > cfg.target_kl:
+            if cfg.target_kl is not None and self._agreed(float(info["approx_kl"])) > cfg.target_kl:
                 break
         self.updates += 1
         return dict({k: float(v) for k, v in info.items()}, lr=lr)
@@ -119,13 +130,13 @@ class PPOLearner(Learner):
         if self.policy.lstm_size:  # whole sequences: split along envs
             n = data["dones"].shape[1]
             perm = torch.randperm(n, generator=self.generator).to(self.device)
-            for chunk in perm.chunk(count):
+            for chunk in perm.tensor_split(count):  # exactly `count` steps, as every learner must take
                 yield ("seq", _select_envs(data, chunk))
             return
         flat = {key: _flatten_samples(key, value) for key, value in data.items() if key != "core_state"}
         real = flat["valid"].nonzero().squeeze(-1)  # learn from real transitions only: no mask in the hot loop
         perm = real[torch.randperm(real.numel(), generator=self.generator).to(self.device)]
-        for chunk in perm.chunk(count) if real.numel() else ():
+        for chunk in perm.tensor_split(count) if real.numel() else ():
             yield ("flat", {key: _take(value, chunk) for key, value in flat.items()})
 
     def _loss(self, minibatch):
@@ -177,7 +188,7 @@ class VTraceLearner(Learner):
         info: dict[str, torch.Tensor] = {}
         for _ in range(cfg.epochs if self.appo else 1):
             perm = torch.randperm(n_envs, generator=self.generator).to(self.device)
-            for chunk in perm.chunk(min(cfg.minibatches, n_envs)):
+            for chunk in perm.tensor_split(min(cfg.minibatches, n_envs)):
                 mb = _select_envs(batch, chunk) if cfg.minibatches > 1 else batch
                 with self._autocast():
                     loss, info = self._loss(mb)

@@ -31,7 +31,9 @@ from menger.config import dump_yaml, to_dict
 from menger.core import UnrollMeta
 from menger.envs import make_vec_env
 from menger.experiment import ExperimentConfig
+from menger.inference import start_inference
 from menger.learners import make_learner
+from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
 from menger.runtime.accounting import FrameAccounts
 from menger.transport import UnrollSpec
@@ -103,6 +105,7 @@ class Trainer:
         self.device = resolve_device(rt.device)
         if self.device.type == "cpu":
             torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.actors))
+        self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
         policy = build_policy(obs_space, action_space, cfg.model)
         self.learner = make_learner(cfg, policy, self.device)
         spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size)
@@ -112,7 +115,10 @@ class Trainer:
                        for i in range(rt.actors)]
         if self.resume:
             self._restore()
+        self.learner_group.attach(self.learner)  # ranks 1..N-1 take rank 0's parameters
         self.transport.publish(self.learner.policy, self.version)
+        self.inference = start_inference(cfg, self.learner.policy, self.transport, self.device, obs_space,
+                                         action_space)
 
     def _make_transport(self, spec: UnrollSpec, policy, slots_per_actor: int) -> Transport:
         """The launcher's own transport (Ray: object references), else pipes and shared memory on this host."""
@@ -176,7 +182,7 @@ class Trainer:
         record.started_at = time.time()
         seed = cfg.runtime.seed * 100_003 + record.actor_id * 1009 + record.incarnation * 7919
         kwargs = dict(actor_id=record.actor_id, incarnation=record.incarnation, config=cfg, seed=seed,
-                      restore=self._restores.pop(record.actor_id, None))
+                      restore=self._restores.pop(record.actor_id, None), **self.inference.actor_kwargs())
         record.handle = self.transport.start_actor(record.actor_id, kwargs)
         record.restart_at = None
         record.last_sequence = 0
@@ -311,7 +317,7 @@ class Trainer:
         frames = sum(meta.frames for _, meta in taken)
         lags = [self.version - meta.policy_version for _, meta in taken]
         self.accounts.lags.extend(lags)
-        stats = self.learner.update(batch, self.accounts.accepted + frames)
+        stats = self.learner_group.update(self.learner, batch, self.accounts.accepted + frames)
         self.accounts.accepted += frames
         self.version += 1
         self.transport.publish(self.learner.policy, self.version)
@@ -404,6 +410,7 @@ class Trainer:
             "actor/restarts": sum(r.restarts for r in self.actors),
             "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive()),
             **self.transport.metrics(),
+            **self.inference.metrics(),
         }
         if not last:
             m["actor/fps"] = acc.produced / max(dt, 1e-9) if elapsed > 0 else 0.0
@@ -437,4 +444,7 @@ class Trainer:
     def _shutdown(self) -> None:
         if hasattr(self, "transport"):
             self.transport.shutdown([r.handle for r in self.actors if r.handle is not None])
+        for part in ("inference", "learner_group"):  # after the actors: they finish their unrolls first
+            if hasattr(self, part):
+                getattr(self, part).close()
         self.launcher.shutdown()

@@ -1,0 +1,107 @@
+"""Data-parallel learners: identical parameters on every rank after every step, and the same step as one learner."""
+import os
+import signal
+
+import gymnasium as gym
+import pytest
+import torch
+from torch.nn.utils import parameters_to_vector
+
+from menger import api
+from menger.experiment import load_experiment
+from menger.learners import make_learner
+from menger.learners.distributed import LearnerGroup, LearnerProcessError, check_split, share_bounds
+from menger.models import build_policy
+from menger.transport import UnrollBuffers, UnrollSpec
+
+OBS, ACT = gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2)
+T, COLUMNS = 8, 16
+
+
+def _config(*extra):
+    return load_experiment("cartpole-impala", ["runtime.actors=2", "runtime.envs_per_actor=8", f"runtime.unroll_length={T}",
+                                               "runtime.device=cpu", "runtime.learners=2",
+                                               "runtime.collective_timeout_s=30", *extra])
+
+
+def _batch(seed: int) -> dict:
+    """A random all-valid batch: averaged share gradients equal the whole batch's only when every step counts."""
+    g = torch.Generator().manual_seed(seed)
+    buffers = UnrollBuffers(UnrollSpec(OBS, ACT, T, COLUMNS), 1, shared=False)
+    slot = buffers.slot(0)
+    slot["obs"].copy_(torch.rand(slot["obs"].shape, generator=g) * 2 - 1)
+    slot["actions"].copy_(torch.randint(0, 2, slot["actions"].shape, generator=g))
+    slot["logp"].fill_(-0.6931)
+    slot["rewards"].copy_(torch.rand(slot["rewards"].shape, generator=g))
+    slot["dones"].copy_((torch.rand(slot["dones"].shape, generator=g) < 0.1).float())
+    slot["valid"].fill_(1.0)
+    return buffers.gather([0])
+
+
+def _flat(learner) -> torch.Tensor:
+    return parameters_to_vector([p.detach() for p in learner.policy.parameters()]).clone()
+
+
+def _learner(config):
+    torch.manual_seed(config.runtime.seed)
+    return make_learner(config, build_policy(OBS, ACT, config.model), torch.device("cpu"))
+
+
+def test_share_bounds_cover_every_column_once():
+    assert share_bounds(16, 2) == [(0, 8), (8, 16)]
+    assert share_bounds(7, 3) == [(0, 3), (3, 5), (5, 7)]
+
+
+def test_a_split_too_small_for_the_minibatches_is_refused():
+    with pytest.raises(ValueError, match="fewer than the 9 minibatch"):
+        check_split(_config("vtrace.minibatches=9"))
+
+
+def test_two_learners_stay_identical_and_step_like_one_learner_on_the_whole_batch():
+    config = _config()
+    group = LearnerGroup.start(config, OBS, ACT)
+    try:
+        learner, reference = _learner(config), _learner(config)
+        group.attach(learner)
+        start = _flat(learner)
+        assert torch.equal(group.parameters(1), start)
+        for step in range(3):
+            batch = _batch(step)
+            group.update(learner, batch, frames=step * T * COLUMNS)
+            reference.update(batch, frames=step * T * COLUMNS)
+            assert torch.equal(group.parameters(1), _flat(learner)), f"ranks differ after step {step + 1}"
+            torch.testing.assert_close(_flat(learner), _flat(reference), rtol=1e-4, atol=1e-5)
+        assert (_flat(learner) - start).abs().max() > 1e-3  # the steps moved the parameters
+    finally:
+        group.close()
+
+
+def test_a_dead_learner_process_is_named_instead_of_a_hang():
+    group = LearnerGroup.start(_config(), OBS, ACT)
+    try:
+        learner = _learner(_config())
+        group.attach(learner)
+        os.kill(group.processes[0].pid, signal.SIGKILL)
+        group.processes[0].join(5.0)
+        with pytest.raises(LearnerProcessError, match=r"rank 1 \(pid \d+, exit code -9\) died"):
+            group.update(learner, _batch(0), frames=0)
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize("preset", ["cartpole-impala", "cartpole-ppo"])
+def test_trainer_with_two_learners_keeps_them_identical_after_every_step(tmp_path, quiet, monkeypatch, preset):
+    checks = []
+    update = LearnerGroup.update
+
+    def checked_update(self, learner, batch, frames):
+        stats = update(self, learner, batch, frames)
+        checks.append(float((self.parameters(1) - _flat(learner)).abs().max()))
+        return stats
+
+    monkeypatch.setattr(LearnerGroup, "update", checked_update)
+    result = api.train(preset, quiet + ["runtime.learners=2", "runtime.launcher=processes", "runtime.actors=2",
+                                        "runtime.envs_per_actor=8", "stop.env_frames=3000", "stop.target_return=null"],
+                       run_dir=str(tmp_path / "run"))
+    assert len(checks) >= 3 and checks == [0.0] * len(checks), checks
+    assert result.final_metrics["learner/updates"] == len(checks)
