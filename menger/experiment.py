@@ -75,7 +75,12 @@ class VTraceConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    launcher: Literal["threads", "processes"] = field("processes", doc="where actors run")
+    launcher: Literal["threads", "processes", "ray"] = field(
+        "processes", doc="where actors run: threads or processes on this host, or Ray actors (pip install menger-rl[ray])")
+    ray_address: Optional[str] = field(
+        None, doc="ray: 'auto' or HOST:PORT joins a running cluster; unset starts a local Ray instance for the run")
+    ray_actor_cpus: float = field(1.0, min=0.0, doc="ray: CPUs each actor requests")
+    ray_actor_gpus: float = field(0.0, min=0.0, doc="ray: GPUs each actor requests")
     actors: int = field(2, min=1, doc="number of actors")
     envs_per_actor: int = field(16, min=1, doc="B: envs each actor steps as one batch")
     unroll_length: int = field(32, min=1, doc="T: steps per unroll")

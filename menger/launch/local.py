@@ -125,4 +125,11 @@ def make_launcher(name: str):
         return ThreadLauncher()
     if name == "processes":
         return ProcessLauncher()
-    raise ValueError(f"unknown launcher {name!r}; use threads or processes")
+    if name == "ray":
+        try:
+            from menger.launch.ray import RayLauncher
+        except ImportError as exc:
+            raise RuntimeError(f"the ray launcher needs Ray ({exc}); install it with: pip install 'menger-rl[ray]'") \
+                from exc
+        return RayLauncher()
+    raise ValueError(f"unknown launcher {name!r}; use threads, processes or ray")

@@ -1,0 +1,92 @@
+"""The ray launcher on a simulated 2-3 node cluster: parameter fan-out, a killed actor, a removed node, learning.
+
+The tests share one cluster (see conftest.py); the one that removes a node adds its own node first, so the
+others keep theirs.
+"""
+from __future__ import annotations
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from conftest import SMALL_RAY_RUN, TrainerInThread, ray_config, wait_until  # noqa: E402
+
+from menger import api  # noqa: E402
+
+
+def _live_placement(trainer) -> dict[int, str]:
+    """actor id -> the node its current incarnation runs on."""
+    transport = trainer.transport
+    refs = {actor_id: state.handle.actor.where.remote() for actor_id, state in list(transport.actors.items())}
+    return {actor_id: ray.get(ref, timeout=30) for actor_id, ref in refs.items()}
+
+
+def test_params_cross_the_network_once_per_node_not_per_actor(cluster, tmp_path):
+    config = ray_config("runtime.actors=4", "stop.env_frames=4096", "stop.target_return=null")
+    run = TrainerInThread(config, tmp_path / "fanout")
+    wait_until(lambda: run.updates() >= 1, 120, "the first update")
+    nodes = set(_live_placement(run.trainer).values())
+    metrics = run.join(120).final_metrics
+    param_bytes = run.trainer.transport.param_bytes
+    print(f"actors on {len(nodes)} nodes: copies_per_version={metrics['params/copies_per_version']}, "
+          f"bytes_per_version={metrics['params/bytes_per_version']:.0f} ({param_bytes} per copy), "
+          f"cache_reads={metrics['params/cache_reads']}")
+    assert len(nodes) == 2  # SPREAD puts the 4 actors on both worker nodes
+    assert metrics["params/copies_per_version"] == pytest.approx(2.0)  # one per node, not 4
+    assert metrics["params/bytes_per_version"] == pytest.approx(2 * param_bytes)
+    assert metrics["params/cache_reads"] >= 4 * (metrics["learner/updates"] - 1)  # every actor read every version
+    assert metrics["transport/frames_dropped"] == 0 and metrics["transport/duplicates"] == 0
+    assert metrics["learner/policy_lag_max"] == 0  # sync PPO stays on-policy on Ray
+
+
+def test_killed_ray_actor_is_restarted_as_a_new_incarnation(cluster, tmp_path):
+    config = ray_config("runtime.actors=2", "stop.env_frames=6144", "stop.target_return=null")
+    run = TrainerInThread(config, tmp_path / "kill")
+    wait_until(lambda: run.updates() >= 2, 120, "two updates")
+    victim = run.trainer.actors[0]
+    ray.kill(run.trainer.transport.actors[0].handle.actor, no_restart=True)
+    recovered_s = wait_until(lambda: victim.incarnation == 1 and victim.handle is not None, 60, "a restart")
+    updates_at_restart = run.updates()
+    metrics = run.join(180).final_metrics
+    print(f"restart seen {recovered_s:.2f} s after the kill; frames lost {metrics.get('transport/frames_dropped')}")
+    assert victim.restarts == 1 and victim.incarnation == 1
+    assert metrics["actor/restarts"] == 1
+    assert metrics["learner/updates"] > updates_at_restart  # the new incarnation's unrolls were learned from
+    assert metrics["transport/frames_dropped"] <= 2 * 4 * 32  # at most its in-flight unroll(s)
+    assert metrics["transport/duplicates"] == 0
+
+
+@pytest.mark.slow
+def test_cartpole_ppo_reaches_475_on_the_ray_launcher(cluster, tmp_path):
+    result = api.train("cartpole-ppo", overrides=[*SMALL_RAY_RUN, "runtime.actors=2", "runtime.envs_per_actor=8",
+                                                  "runtime.unroll_length=64", "runtime.seed=1"],
+                       run_dir=str(tmp_path / "learn"))
+    print({k: v for k, v in result.final_metrics.items() if k.startswith(("time/", "episode/", "params/"))})
+    assert result.reached_target, result.final_metrics
+    assert result.final_metrics["episode/return_mean"] >= 475
+
+
+def test_removing_a_node_mid_run_reschedules_its_actors_and_training_goes_on(cluster, tmp_path):
+    cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    config = ray_config("runtime.actors=4", "stop.env_frames=40000", "stop.target_return=null",
+                        "runtime.heartbeat_timeout_s=15", preset="cartpole-impala")
+    run = TrainerInThread(config, tmp_path / "node")
+    wait_until(lambda: run.updates() >= 3, 120, "three updates")
+    placement = _live_placement(run.trainer)
+    workers = {node.node_id: node for node in cluster.worker_nodes}
+    doomed = max((n for n in set(placement.values()) if n in workers), key=list(placement.values()).count)
+    moved = [actor_id for actor_id, node in placement.items() if node == doomed]
+    cluster.remove_node(workers[doomed])
+    detected_s = wait_until(lambda: all(run.trainer.actors[i].restarts >= 1 for i in moved), 90,
+                            f"restarts of actors {moved} after their node's removal")
+    updates_after = run.updates()
+    wait_until(lambda: run.updates() >= updates_after + 3 or run.result is not None, 120, "training to go on")
+    after = _live_placement(run.trainer) if run.result is None else {}
+    metrics = run.join(240).final_metrics
+    print(f"node with actors {moved} removed; all restarted within {detected_s:.1f} s; "
+          f"restarts={metrics['actor/restarts']}, frames lost={metrics.get('transport/frames_dropped/actor_lost', 0)}")
+    assert metrics["actor/restarts"] >= len(moved)
+    assert doomed not in after.values()  # the replacements run on the remaining nodes
+    assert metrics["time/env_frames"] >= 40000  # the run finished its frames after losing a node
+    assert metrics["transport/duplicates"] == 0
