@@ -69,20 +69,21 @@ def test_pong_ceiling_uses_one_atari_vector_env():
 
 def test_throughput_main_runs_cartpole(tmp_path, capsys):
     out = tmp_path / "out.json"
-    rows = throughput.main(["--env", "cartpole", "--seconds", "2.5", "--ceiling-seconds", "0.2",
+    rows = throughput.main(["--env", "cartpole", "--seconds", "2", "--ceiling-seconds", "0.2",
                             "--envs-per-actor", "64", "--json", str(out)])
     (row,) = rows
     assert row["envs_per_actor"] == 64 and row["actors"] == 1
     assert row["ceilings"]["vector"] > row["ceilings"]["single"] > 0
     assert row["training_env_steps_per_s"] > 0 and row["runs"][0]["training"]["env_frames"] > 0
-    assert row["ratio"] == pytest.approx(row["training_env_steps_per_s"] / row["ceilings"]["vector"])
+    (run,) = row["runs"]
+    assert row["ratio"] == pytest.approx(run["training"]["env_steps_per_s"] / run["ceilings"]["vector"])
     assert json.loads(out.read_text())[0]["training_env_steps_per_s"] == row["training_env_steps_per_s"]
     assert "CartPole-v1" in capsys.readouterr().out
 
 
 def test_soak_main_samples_learner_and_actors(tmp_path, capsys):
     samples_csv = tmp_path / "soak.csv"
-    status = soak.main(["--minutes", "0.08", "--interval", "0.5", "--csv", str(samples_csv),
+    status = soak.main(["--minutes", "0.06", "--interval", "0.4", "--csv", str(samples_csv),
                         "--set", "runtime.envs_per_actor=4"])
     rows = list(csv.DictReader(samples_csv.open()))
     roles = {row["role"] for row in rows}
