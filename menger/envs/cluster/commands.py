@@ -168,7 +168,7 @@ def comparison_settings(names: list[str], env_kwargs: dict) -> dict:
 
     trained = dict(load_run_config(runs[0]).env.kwargs)
     if "load" in env_kwargs or "trace" in env_kwargs:
-        trained = {k: v for k, v in trained.items() if k not in ("load", "new_job_rate", "num_jobs")}
+        trained = {k: v for k, v in trained.items() if k not in ("load", "load_range", "new_job_rate", "num_jobs")}
     return {**trained, **env_kwargs}
 
 

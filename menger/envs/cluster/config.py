@@ -31,6 +31,8 @@ class ClusterConfig:
             one more with probability frac(rate)). Give this or ``load``, not both.
         load: target offered load (mean work per step over capacity, averaged over resources);
             converted to an arrival rate with the job distributions below.
+        load_range: (low, high): each episode draws its load uniformly from this range, so one policy
+            is trained across light and heavy traffic. Excludes ``load`` and ``new_job_rate``.
         num_jobs: jobs arriving in one episode; the episode then runs until all have finished.
         short_job_fraction: share of jobs drawn from ``short_duration`` (the rest from ``long_duration``).
         short_duration, long_duration: inclusive (low, high) duration ranges in time steps.
@@ -49,6 +51,7 @@ class ClusterConfig:
     backlog_size: int = 60
     new_job_rate: float | None = None
     load: float | None = None
+    load_range: tuple[float, float] | None = None
     num_jobs: int = 50
     short_job_fraction: float = 0.8
     short_duration: tuple[int, int] = (1, 3)
@@ -70,7 +73,8 @@ class ClusterConfig:
                 raise ClusterConfigError(f"Unknown ClusterScheduling-v0 setting {key!r}.{hint}")
         if "trace" in kwargs and "num_jobs" in kwargs:
             raise ClusterConfigError("num_jobs cannot be combined with trace: a trace replays all of its jobs.")
-        ranges = {k: tuple(v) for k, v in kwargs.items() if k.endswith(("_duration", "_demand"))}
+        ranges = {k: tuple(v) for k, v in kwargs.items()
+                  if k.endswith(("_duration", "_demand", "_range")) and v is not None}
         return cls(**{**kwargs, **ranges})
 
     def __post_init__(self) -> None:
@@ -79,8 +83,8 @@ class ClusterConfig:
             self._check_distributions()
             self._check_arrivals()
         else:
-            _require(self.load is None and self.new_job_rate is None,
-                     "load and new_job_rate cannot be combined with trace: the trace fixes the arrivals.")
+            _require(self.load is None and self.new_job_rate is None and self.load_range is None,
+                     "load, load_range and new_job_rate cannot be combined with trace: the trace fixes the arrivals.")
 
     def _check_sizes(self) -> None:
         for name in ("num_resources", "res_slot", "horizon", "num_slots", "num_jobs"):
@@ -109,6 +113,11 @@ class ClusterConfig:
         _require(self.new_job_rate is None or self.load is None,
                  "Give new_job_rate or load, not both: load is turned into an arrival rate.")
         _require(self.arrival_rate > 0, f"The arrival rate must be positive, got {self.arrival_rate}.")
+        if self.load_range is not None:
+            _require(self.new_job_rate is None and self.load is None,
+                     "Give load_range alone: it replaces load and new_job_rate with a load drawn per episode.")
+            low, high = self.load_range
+            _require(0 < low <= high, f"load_range must be (low, high) with 0 < low <= high, got {self.load_range}.")
 
     @property
     def mean_duration(self) -> float:
@@ -135,6 +144,12 @@ class ClusterConfig:
         if self.load is not None:
             return float(self.load) / self.load_per_unit_rate
         return DEFAULT_ARRIVAL_RATE
+
+    def episode_arrival_rate(self, rng) -> float:
+        """The arrival rate of one episode: ``arrival_rate``, or a load drawn from ``load_range``."""
+        if self.load_range is None:
+            return self.arrival_rate
+        return float(rng.uniform(*self.load_range)) / self.load_per_unit_rate
 
     @property
     def backlog_width(self) -> int:

@@ -38,15 +38,16 @@ class JobSet:
 
 
 def sample_jobs(config: ClusterConfig, rng: np.random.Generator) -> JobSet:
-    """Draw ``config.num_jobs`` jobs: arrivals at ``config.arrival_rate``, DeepRM's sizes."""
+    """Draw ``config.num_jobs`` jobs: arrivals at ``config.episode_arrival_rate``, DeepRM's sizes."""
     count = config.num_jobs
+    rate = config.episode_arrival_rate(rng)
     is_short = rng.random(count) < config.short_job_fraction
     duration = np.where(is_short, _uniform(rng, config.short_duration, count),
                         _uniform(rng, config.long_duration, count))
     demand = _uniform(rng, config.other_demand, (count, config.num_resources))
     dominant = rng.integers(config.num_resources, size=count)
     demand[np.arange(count), dominant] = _uniform(rng, config.dominant_demand, count)
-    return JobSet(_arrival_times(config.arrival_rate, count, rng), duration, demand)
+    return JobSet(_arrival_times(rate, count, rng), duration, demand)
 
 
 def _uniform(rng: np.random.Generator, bounds: tuple[int, int], size) -> np.ndarray:
