@@ -125,3 +125,11 @@ def test_a_run_directory_is_compared_on_its_training_settings(tmp_path, monkeypa
     trained, sjf = capsys.readouterr().out.splitlines()[1:]
     assert float(trained.split()[-1]) == 0.0, "a policy that only waits uses nothing"
     assert float(sjf.split()[-1]) > 0.0
+
+
+def test_slowdown_stderr_is_the_spread_of_episode_means_over_root_n():
+    seeds = range(1_000_000, 1_000_008)
+    per_episode = [evaluate(shortest_job_first, {"load": 1.0}, [seed])["mean_slowdown"] for seed in seeds]
+    pooled = evaluate(shortest_job_first, {"load": 1.0}, seeds)
+    assert pooled["slowdown_stderr"] == pytest.approx(np.std(per_episode, ddof=1) / np.sqrt(len(seeds)))
+    assert evaluate(shortest_job_first, {"load": 1.0}, seeds[:1])["slowdown_stderr"] == 0.0

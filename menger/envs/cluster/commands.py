@@ -100,10 +100,11 @@ def _report(args: argparse.Namespace, env_kwargs: dict) -> None:
     names = args.policy or DEFAULT_POLICIES
     settings = comparison_settings(names, env_kwargs)
     schedulers = {name: load_scheduler(name, settings) for name in names}
-    print(f"{'policy':<24} {'slowdown':>10} {'completion':>11} {'utilisation':>12}")
+    print(f"{'policy':<24} {'slowdown':>10} {'± s.e.':>8} {'completion':>11} {'utilisation':>12}")
     for name, scheduler in schedulers.items():
         result = evaluate(scheduler, settings, _seeds(args))
-        print(f"{name:<24} {result['mean_slowdown']:>10.3f} {result['mean_completion_time']:>11.3f} "
+        print(f"{name:<24} {result['mean_slowdown']:>10.3f} {result['slowdown_stderr']:>8.3f} "
+              f"{result['mean_completion_time']:>11.3f} "
               f"{result['utilisation']:>12.3f}")
 
 

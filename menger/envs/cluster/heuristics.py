@@ -66,8 +66,9 @@ HEURISTICS: dict[str, Callable[[], Scheduler]] = {
 def evaluate(policy: Scheduler, env_kwargs: dict, seeds: Iterable[int]) -> dict:
     """Run one episode per seed and pool the jobs.
 
-    Returns mean slowdown and mean completion time over all jobs of all episodes, the mean utilisation
-    over episodes, and the counts (episodes, jobs, unfinished jobs, truncated episodes).
+    Returns mean slowdown and mean completion time over all jobs of all episodes, the standard error of
+    that mean slowdown across episodes (each episode's workload is one independent draw), the mean
+    utilisation over episodes, and the counts (episodes, jobs, unfinished jobs, truncated episodes).
     """
     env = ClusterSchedulingEnv(**env_kwargs)
     episodes = [_run_episode(env, policy, seed) for seed in seeds]
@@ -76,6 +77,7 @@ def evaluate(policy: Scheduler, env_kwargs: dict, seeds: Iterable[int]) -> dict:
     jobs = np.array([e["jobs_finished"] + e["jobs_unfinished"] for e in episodes], dtype=np.float64)
     return {
         "mean_slowdown": float(np.average([e["mean_slowdown"] for e in episodes], weights=jobs)),
+        "slowdown_stderr": _pooled_stderr(np.array([e["mean_slowdown"] for e in episodes]), jobs),
         "mean_completion_time": float(np.average([e["mean_completion_time"] for e in episodes], weights=jobs)),
         "utilisation": float(np.mean([e["utilisation"] for e in episodes])),
         "episodes": len(episodes),
@@ -83,6 +85,16 @@ def evaluate(policy: Scheduler, env_kwargs: dict, seeds: Iterable[int]) -> dict:
         "unfinished_jobs": int(sum(e["jobs_unfinished"] for e in episodes)),
         "truncated_episodes": int(sum(e["truncated"] for e in episodes)),
     }
+
+
+def _pooled_stderr(episode_means: np.ndarray, jobs: np.ndarray) -> float:
+    """Standard error of the job-weighted mean of per-episode means (0 for a single episode)."""
+    if len(episode_means) < 2:
+        return 0.0
+    weights = jobs / jobs.sum()
+    mean = float(weights @ episode_means)
+    spread = float(np.sum(weights * (episode_means - mean) ** 2)) * len(jobs) / (len(jobs) - 1)
+    return float(np.sqrt(spread * np.sum(weights ** 2)))
 
 
 def _run_episode(env: ClusterSchedulingEnv, policy: Scheduler, seed: int) -> dict:
