@@ -159,6 +159,7 @@ class ActorState:
     handle: RayActorHandle
     last_progress: float
     calls: list = field(default_factory=list)  # meta refs in submission order (Ray runs them in that order)
+    lost_an_unroll: bool = False  # a call failed: the unroll it was writing is gone
 
 
 class ParameterCaches:
@@ -253,7 +254,7 @@ class RayTransport:
     def frames_in_flight(self, actor_id: int) -> int:
         """At most one unroll was being written (Ray keeps no per-step counter): count it as lost."""
         state = self.actors.get(actor_id)
-        return self.frames_per_unroll if state is not None and state.calls else 0
+        return self.frames_per_unroll if state is not None and (state.calls or state.lost_an_unroll) else 0
 
     def release(self, actor_id: int) -> None:
         """Forget a lost incarnation: its refs in flight are dropped and the Ray actor is killed."""
@@ -299,6 +300,8 @@ class RayTransport:
         try:
             meta, data = ray.get([meta_ref, call.data_ref], timeout=GET_TIMEOUT_S)
         except (RayError, GetTimeoutError) as exc:
+            if state is not None:
+                state.lost_an_unroll = True
             return self._failed(call.actor_id, exc)
         view = self.buffers.slot(call.slot)
         for name, array in data.items():
