@@ -102,11 +102,12 @@ def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def training_rate(records: list[dict]) -> float:
-    """Accepted env frames per second between the first periodic record with frames and the last periodic one.
+def training_rate(records: list[dict], counter: str = "time/env_frames") -> float:
+    """Per-second rate of `counter` (default: accepted env frames) over the run's training window.
 
-    The last record is the run's summary, written after the final checkpoint and the actors' shutdown, so
-    it is left out; the window starts at the first frame learned from, so start-up is left out too.
+    The window runs from the first periodic record with learned frames, so start-up is left out, to the
+    last periodic record: the very last record is the run's summary, written after the closing checkpoint
+    and the actors' shutdown.
     """
     periodic = records[:-1]
     started = [r for r in periodic if r["time/env_frames"] > 0]
@@ -114,11 +115,13 @@ def training_rate(records: list[dict]) -> float:
         raise ValueError(f"only {len(started)} metric record(s) after the first learned frame; the rate needs "
                          "two: run longer (--seconds) or log more often (--set log.interval_s=...)")
     first, last = started[0], started[-1]
-    return (last["time/env_frames"] - first["time/env_frames"]) / (last["time/wall_s"] - first["time/wall_s"])
+    return (last[counter] - first[counter]) / (last["time/wall_s"] - first["time/wall_s"])
 
 
 @dataclass(frozen=True)
 class TrainingFigures:
+    """One training run's figures; rates are over the measured window (see `training_rate`)."""
+
     env_steps_per_s: float
     updates_per_s: float
     env_frames: int
@@ -136,7 +139,7 @@ def measure_training(preset: str, overrides: list[str], seconds: float, seed: in
     periodic = records[:-1]
     return TrainingFigures(
         env_steps_per_s=training_rate(records),
-        updates_per_s=final["learner/updates"] / max(final["time/wall_s"], 1e-9),
+        updates_per_s=training_rate(records, "learner/updates"),
         env_frames=int(final["time/env_frames"]),
         frames_dropped=int(final["transport/frames_dropped"]),
         policy_lag_mean=statistics.fmean(r["learner/policy_lag_mean"] for r in periodic) if periodic else 0.0,
