@@ -35,9 +35,10 @@ def test_reader_recovers_durations_demands_and_earliest_starts_from_the_image():
     for obs, offsets, durations, demands in _visited_states():
         slots, _, present = reader(_batch(obs)["obs"])
         features = slots[0].numpy()
-        assert np.allclose(features[:, 0] * HORIZON, durations)
-        assert np.allclose(features[:, 1:3] * RES_SLOT, demands)
-        assert np.allclose(features[:, 5] * HORIZON, np.where(offsets < 0, HORIZON, offsets))
+        assert features[:, 0].tolist() == (offsets == 0).tolist()
+        assert np.allclose(features[:, 1] * HORIZON, durations)
+        assert np.allclose(features[:, 3] * HORIZON, np.where(offsets < 0, HORIZON, offsets))
+        assert np.allclose(features[:, 5:7] * RES_SLOT, demands)
         assert present[0].numpy().tolist() == (durations > 0).tolist()
 
 
@@ -57,6 +58,18 @@ def test_swapping_two_slots_swaps_their_logits_and_keeps_the_value():
     swapped_logits, swapped_value = net(swapped)
     assert torch.allclose(swapped_logits[0, [1, 0, 2, 3, 4, 5]], logits[0], atol=1e-5)
     assert torch.allclose(swapped_value, value, atol=1e-4)
+
+
+def test_untrained_network_with_the_sjf_prior_acts_like_sjf():
+    env = ClusterSchedulingEnv(**SETTINGS)
+    torch.manual_seed(0)
+    net = SlotPolicyNet(env.observation_space, env.action_space)
+    for obs, offsets, durations, _ in _visited_states():
+        logits, _ = net(_batch(obs))
+        starts_now = offsets == 0
+        expected = np.argmin(np.where(starts_now, durations, 99)) if starts_now.any() else len(durations)
+        chosen = int(logits[0].argmax())
+        assert chosen == expected or durations[chosen] == durations[expected]
 
 
 def test_wrong_resource_settings_fail_with_the_kwargs_to_change():
