@@ -48,10 +48,15 @@ def available_launchers() -> list[str]:
 
 
 def steady_rate(records: list[dict]) -> float:
-    """Frames produced per second between the first and the last record that saw frames."""
+    """Frames produced per second between the first and the last record that saw frames.
+
+    A run too short for two such records (a slow start) falls back to its whole-run rate, start-up included.
+    """
     seen = [r for r in records if r.get("time/env_frames_produced", 0) > 0]
+    if not seen:
+        raise ValueError("no metric record saw a frame: run longer (--seconds)")
     if len(seen) < 2:
-        raise ValueError("fewer than two metric records with frames: run longer (--seconds)")
+        return seen[-1]["time/env_frames_produced"] / seen[-1]["time/wall_s"]
     first, last = seen[0], seen[-1]
     return (last["time/env_frames_produced"] - first["time/env_frames_produced"]) / (
         last["time/wall_s"] - first["time/wall_s"])
@@ -132,8 +137,12 @@ def main(argv: list[str] | None = None) -> list[Point]:
                     print(f"{launcher} / central: not measured (central inference needs actors on this host)")
                     continue
                 for actors in args.actors:
-                    points.append(measure(launcher, inference, actors, args.seconds, Path(root), args.overrides))
-                    p = points[-1]
+                    try:
+                        p = measure(launcher, inference, actors, args.seconds, Path(root), args.overrides)
+                    except ValueError as exc:  # a launcher that starts slower than the run is long
+                        print(f"{launcher:10s} {inference:8s} {actors:3d} actors  not measured: {exc}", flush=True)
+                        continue
+                    points.append(p)
                     print(f"{p.launcher:10s} {p.inference:8s} {p.actors:3d} actors  {p.env_steps_per_s:10.0f} "
                           "env-steps/s", flush=True)
     with open(out / "scaling.csv", "w", newline="") as handle:
