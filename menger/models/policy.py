@@ -131,11 +131,19 @@ class Policy(nn.Module):
         out, value = self._heads(obs, features)
         return (self._masked(out, obs) if self.discrete else out), value, state
 
+    def action_params(self, obs, state: torch.Tensor | None = None):
+        """The action head alone (no value): what acting needs, about a third cheaper with a separate value MLP."""
+        if self.custom is not None or self.value_encoder is None:
+            out, _, state = self.forward(obs, state)
+            return out, state
+        out = self.pi(self.encoder(obs))
+        return (self._masked(out, obs) if self.discrete else out), state
+
     # ----- actor side ----------------------------------------------------------------------
     @torch.no_grad()
     def act(self, obs, state: torch.Tensor | None = None, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> ActOutput:
-        out, _, state = self.forward(obs, state)
+        out, state = self.action_params(obs, state)
         if self.discrete:
             logp_all = torch.log_softmax(out, dim=-1)
             if deterministic:
