@@ -105,3 +105,23 @@ def test_trainer_with_two_learners_keeps_them_identical_after_every_step(tmp_pat
                        run_dir=str(tmp_path / "run"))
     assert len(checks) >= 3 and checks == [0.0] * len(checks), checks
     assert result.final_metrics["learner/updates"] == len(checks)
+
+
+def test_resumed_learners_start_from_the_same_checkpoint_and_stay_identical(tmp_path, quiet, monkeypatch):
+    """Rank 1 loads the checkpoint itself: a different optimizer state would make the ranks drift apart."""
+    run_dir = tmp_path / "run"
+    overrides = quiet + ["runtime.learners=2", "runtime.actors=2", "runtime.envs_per_actor=8",
+                         "stop.target_return=null", "checkpoint.interval_updates=1"]
+    api.train("cartpole-impala", overrides + ["stop.env_frames=1500"], run_dir=str(run_dir))
+    checks = []
+    update = LearnerGroup.update
+
+    def checked_update(self, learner, batch, frames):
+        stats = update(self, learner, batch, frames)
+        checks.append(float((self.parameters(1) - _flat(learner)).abs().max()))
+        return stats
+
+    monkeypatch.setattr(LearnerGroup, "update", checked_update)
+    result = api.resume(run_dir, ["stop.env_frames=4000"])
+    assert len(checks) >= 3 and checks == [0.0] * len(checks), checks
+    assert result.final_metrics["time/env_frames"] >= 4000
