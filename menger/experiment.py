@@ -96,7 +96,7 @@ class RuntimeConfig:
     heartbeat_timeout_s: float = field(20.0, min=0.1, doc="an actor silent this long is replaced")
     startup_grace_s: float = field(120.0, min=0.1, doc="time an actor gets to start before heartbeats count")
     no_actor_deadline_s: float = field(60.0, min=0.1, doc="with no actor alive this long, training stops with an error")
-    max_restarts: int = field(20, min=0, doc="restarts allowed per actor before it is given up")
+    max_restarts: int = field(20, min=0, doc="restarts in a row (without a delivered unroll) before an actor is given up")
     seed: int = field(0, doc="seed of everything")
     learners: int = field(1, min=1, doc="data-parallel learners (torch.distributed: gloo on CPU, nccl on GPUs); each "
                           "takes a share of every batch's unrolls and gradients are averaged")

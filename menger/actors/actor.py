@@ -33,6 +33,10 @@ from menger.inference import ActionSource, CentralActions, LocalActions
 from menger.models import build_policy
 
 
+class Superseded(RuntimeError):
+    """This incarnation was replaced; it must not touch shared state any more."""
+
+
 class LearnerGone(RuntimeError):
     """The learner stopped answering: the actor exits instead of waiting forever."""
 
@@ -60,9 +64,12 @@ class ActorLinks:
     progress: torch.Tensor   # int64 [num_actors]: frames written into the current, unfinished unroll
     stop: torch.Tensor       # uint8 [1]: set by the learner at shutdown
     parent_pid: int | None = None  # processes launcher: exit when the learner process is gone
+    generation: torch.Tensor | None = None  # int64 [num_actors]: the current incarnation's start count, per actor
+    my_generation: int = 0
 
     def __post_init__(self):
         self._heartbeat, self._progress = self.heartbeat.numpy(), self.progress.numpy()  # cheap per-step writes
+        self._generation = self.generation.numpy() if self.generation is not None else None
 
     def slot(self, index: int) -> dict[str, torch.Tensor]:
         return self.buffers.slot(index)
@@ -71,6 +78,10 @@ class ActorLinks:
         return self.buffers.num_slots
 
     def beat(self, actor_id: int, frames_in_unroll: int) -> None:
+        """Sign of life; also the fence: an incarnation that has been replaced (a stalled thread that woke up,
+        which cannot be killed) stops here, before it writes into slots that now belong to its successor."""
+        if self._generation is not None and self._generation[actor_id] != self.my_generation:
+            raise Superseded(f"actor {actor_id}: replaced by a newer incarnation while stalled; stopping")
         self._heartbeat[actor_id] = time.time()
         self._progress[actor_id] = frames_in_unroll
 
@@ -152,6 +163,7 @@ class Actor:
             out = self.actions.act(_obs_input(obs_views, t), self.state if self.state.numel() else None)
             action = out.action.numpy()
             result = self.envs.step(np.clip(action, low, high) if self.box_actions else action)
+            self.port.beat(self.actor_id, (t + 1) * self.num_envs)  # before writing: the fence for stale actors
             actions[t] = action
             logp[t] = out.logp.numpy()
             rewards[t] = result.reward
@@ -170,7 +182,6 @@ class Actor:
             if out.state is not None and self.state.numel():
                 self.state = out.state * torch.from_numpy(1.0 - dones[t]).float().unsqueeze(-1)
             self.obs = result.obs
-            self.port.beat(self.actor_id, (t + 1) * self.num_envs)
         self.port.beat(self.actor_id, 0)
         self.sequence += 1
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))

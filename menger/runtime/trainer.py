@@ -61,6 +61,7 @@ class ActorRecord:
     handle: object = None
     started_at: float = 0.0
     restarts: int = 0
+    failures_in_a_row: int = 0  # restarts since the last unroll this actor delivered: drives back-off and the cap
     restart_at: float | None = None
     given_up: bool = False
     last_sequence: int = 0
@@ -225,7 +226,7 @@ class Trainer:
                 self._lose_actor(record, f"died (exit code {code})" + (f": {record.last_error}" if record.last_error else ""))
             elif self.transport.silent_for(record.actor_id) > rt.heartbeat_timeout_s:
                 record.handle.kill()
-                record.handle.join(5.0)
+                record.handle.join(0.5)  # a process dies at once; a stalled thread cannot be killed and is fenced
                 self._lose_actor(record, f"stalled (no heartbeat for {rt.heartbeat_timeout_s:.1f} s)")
             else:
                 alive += 1
@@ -244,13 +245,14 @@ class Trainer:
         self.transport.release(record.actor_id)
         record.handle = None
         record.restarts += 1
+        record.failures_in_a_row += 1
         record.incarnation += 1
-        if record.restarts > self.cfg.runtime.max_restarts:
+        if record.failures_in_a_row > self.cfg.runtime.max_restarts:
             record.given_up = True
-            log.error("actor %d %s; restarted %d times, giving it up (runtime.max_restarts)",
-                      record.actor_id, why, record.restarts - 1)
+            log.error("actor %d %s; restarted %d times in a row without delivering an unroll, giving it up "
+                      "(runtime.max_restarts)", record.actor_id, why, record.failures_in_a_row - 1)
             return
-        backoff = min(0.05 * 2 ** (record.restarts - 1), 5.0)
+        backoff = min(0.05 * 2 ** (record.failures_in_a_row - 1), 5.0)
         record.restart_at = time.time() + backoff
         log.warning("actor %d %s; %d frames of its partial unroll dropped; restarting as incarnation %d in %.2f s",
                     record.actor_id, why, lost, record.incarnation, backoff)
@@ -288,6 +290,7 @@ class Trainer:
             self._grant(record, slot)
             return
         record.last_sequence = meta.sequence
+        record.failures_in_a_row = 0  # a healthy incarnation: back-off and the cap start over
         lag = self.version - meta.policy_version
         if not self.sync and lag > self.cfg.runtime.max_policy_lag:
             acc.drop("policy_lag", meta.frames)

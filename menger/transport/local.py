@@ -67,13 +67,16 @@ class LocalTransport:
         self.heartbeat = torch.zeros(num_actors, dtype=torch.float64).share_memory_()
         self.progress_frames = torch.zeros(num_actors, dtype=torch.int64).share_memory_()
         self.stop_flag = torch.zeros(1, dtype=torch.uint8).share_memory_()
+        self.generation = torch.zeros(num_actors, dtype=torch.int64).share_memory_()  # fences stale incarnations
         self.conns: dict[int, object] = {}
 
     def start_actor(self, actor_id: int, actor_kwargs: dict):
         learner_end, actor_end = mp.Pipe(duplex=True)
         processes = self.launcher.name == "processes"
+        self.generation[actor_id] += 1
         links = ActorLinks(self.buffers, self.params, actor_end, self.heartbeat, self.progress_frames, self.stop_flag,
-                           parent_pid=os.getpid() if processes else None)
+                           parent_pid=os.getpid() if processes else None, generation=self.generation,
+                           my_generation=int(self.generation[actor_id]))
         self.conns[actor_id] = learner_end
         self.heartbeat[actor_id] = time.time() + self.startup_grace_s
         self.progress_frames[actor_id] = 0
