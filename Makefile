@@ -6,9 +6,10 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PRESET ?= cartpole-ppo
 
-.PHONY: setup train test bench clean
+.PHONY: setup setup-test train test bench clean
 
 setup: $(VENV)/.installed
+setup-test: $(VENV)/.installed-test
 
 $(VENV)/.installed: pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,10 +18,15 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
+# The tests also exercise the Ray launcher on a simulated cluster: the `ray` extra is installed for them.
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[dev,ray]"
+	touch $@
+
 train: setup
 	$(VENV)/bin/menger train $(PRESET)
 
-test: setup
+test: setup-test
 	$(PY) -m pytest -q
 
 bench: setup
