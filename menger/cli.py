@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--launcher", choices=["threads", "processes"])
     train.add_argument("--actors", type=int)
     train.add_argument("--envs-per-actor", type=int)
+    train.add_argument("--learners", type=int, help="data-parallel learners (torch.distributed)")
     train.add_argument("--seed", type=int)
     train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME)")
     train.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
@@ -58,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _train_overrides(args) -> list[str]:
     flags = {"runtime.launcher": args.launcher, "runtime.actors": args.actors,
-             "runtime.envs_per_actor": args.envs_per_actor, "runtime.seed": args.seed}
+             "runtime.envs_per_actor": args.envs_per_actor, "runtime.seed": args.seed,
+             "runtime.learners": args.learners}
     return list(args.overrides) + [f"{k}={v}" for k, v in flags.items() if v is not None]
 
 
