@@ -124,6 +124,7 @@ def checkpoint_file_names():
     return checkpoint.TENSORS_FILE, checkpoint.META_FILE, checkpoint.MANIFEST_FILE
 
 
+@pytest.mark.filterwarnings("ignore:removing damaged checkpoint")  # the resumed run saves that step again
 def test_damaged_newest_checkpoint_is_detected_and_resume_falls_back_to_the_previous_one(finished_run, tmp_path,
                                                                                          caplog):
     assert {name for name, _ in DAMAGE.values()} == set(checkpoint_file_names()), "checkpoint file names changed"
