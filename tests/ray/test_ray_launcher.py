@@ -9,16 +9,23 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from conftest import SMALL_RAY_RUN, TrainerInThread, ray_config, wait_until  # noqa: E402
+from ray_harness import SMALL_RAY_RUN, TrainerInThread, ray_config, wait_until  # noqa: E402
 
 from menger import api  # noqa: E402
 
 
-def _live_placement(trainer) -> dict[int, str]:
-    """actor id -> the node its current incarnation runs on."""
-    transport = trainer.transport
-    refs = {actor_id: state.handle.actor.where.remote() for actor_id, state in list(transport.actors.items())}
-    return {actor_id: ray.get(ref, timeout=30) for actor_id, ref in refs.items()}
+def _live_placement(trainer, actor_ids=None) -> dict[int, str]:
+    """actor id -> the node its current incarnation runs on (actors that died meanwhile are left out)."""
+    states = dict(trainer.transport.actors)
+    refs = {actor_id: state.handle.actor.where.remote() for actor_id, state in states.items()
+            if actor_ids is None or actor_id in actor_ids}
+    placement = {}
+    for actor_id, ref in refs.items():
+        try:
+            placement[actor_id] = ray.get(ref, timeout=30)
+        except ray.exceptions.RayError:
+            pass
+    return placement
 
 
 def test_params_cross_the_network_once_per_node_not_per_actor(cluster, tmp_path):
@@ -66,28 +73,31 @@ def test_cartpole_ppo_reaches_475_on_the_ray_launcher(cluster, tmp_path):
     assert result.final_metrics["episode/return_mean"] >= 475
 
 
+@pytest.mark.slow
 def test_removing_a_node_mid_run_reschedules_its_actors_and_training_goes_on(cluster, tmp_path):
     cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
-    config = ray_config("runtime.actors=4", "stop.env_frames=40000", "stop.target_return=null",
-                        "runtime.heartbeat_timeout_s=15", preset="cartpole-impala")
+    config = ray_config("runtime.actors=4", "stop.env_frames=100000000", "stop.wall_clock_s=30",
+                        "stop.target_return=null", preset="cartpole-impala")
     run = TrainerInThread(config, tmp_path / "node")
     wait_until(lambda: run.updates() >= 3, 120, "three updates")
     placement = _live_placement(run.trainer)
     workers = {node.node_id: node for node in cluster.worker_nodes}
     doomed = max((n for n in set(placement.values()) if n in workers), key=list(placement.values()).count)
     moved = [actor_id for actor_id, node in placement.items() if node == doomed]
-    restarts_before = {i: run.trainer.actors[i].restarts for i in moved}
+    incarnations = {i: run.trainer.actors[i].incarnation for i in moved}
     cluster.remove_node(workers[doomed])
-    detected_s = wait_until(lambda: all(run.trainer.actors[i].restarts > restarts_before[i] for i in moved), 90,
-                            f"restarts of actors {moved} after their node's removal")
-    updates_after = run.updates()
-    wait_until(lambda: run.updates() >= updates_after + 3 or run.result is not None, 120, "training to go on")
-    after = _live_placement(run.trainer) if run.result is None else {}
-    metrics = run.join(240).final_metrics
-    print(f"node with actors {moved} removed; all restarted within {detected_s:.1f} s; "
-          f"restarts={metrics['actor/restarts']}, frames lost={metrics.get('transport/frames_dropped/actor_lost', 0)}")
-    assert metrics["actor/restarts"] >= sum(restarts_before.values()) + len(moved)
+    frames_at_removal = run.trainer.accounts.accepted
+    back_s = wait_until(lambda: all(run.trainer.actors[i].incarnation > incarnations[i]
+                                    and run.trainer.actors[i].last_sequence > 0 for i in moved), 60,
+                        f"new incarnations of actors {moved} to deliver unrolls")
+    after = _live_placement(run.trainer, moved)
+    metrics = run.join(120).final_metrics
+    print(f"node with actors {moved} removed; their new incarnations delivered within {back_s:.1f} s; "
+          f"restarts={metrics['actor/restarts']}, frames lost={metrics.get('transport/frames_dropped/actor_lost', 0)}, "
+          f"frames {frames_at_removal} at the removal, {metrics['time/env_frames']} at the end")
+    assert metrics["actor/restarts"] >= len(moved)
     assert doomed not in after.values()  # the replacements run on the remaining nodes
-    assert metrics["time/env_frames"] >= 40000  # the run finished its frames after losing a node
+    assert metrics["time/env_frames"] > frames_at_removal  # training went on after losing a node
+    assert metrics["transport/frames_dropped/actor_lost"] > 0  # the partial unrolls of the lost actors, counted
     assert metrics["transport/duplicates"] == 0
