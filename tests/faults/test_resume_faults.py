@@ -71,7 +71,8 @@ def test_sigkill_the_learner_then_resume_from_the_newest_checkpoint_with_counter
     done = harness.run_menger("resume", str(run_dir), "--no-progress", "--set", f"stop.env_frames={frames + more}",
                               timeout_s=120)
     after = metric_records(run_dir)[len(logged_before_kill):]
-    print(f"killed at >= {updates_logged} updates (logged); newest checkpoint {name}: {updates} updates, {frames} frames; "
+    print(f"killed at >= {updates_logged} updates (logged); newest checkpoint {name}: {updates} updates, "
+          f"{frames} frames; "
           f"updates lost <= {updates_logged - updates} (interval {CHECKPOINT_EVERY}); actors exited "
           f"{orphans_exit_s:.2f} s after the kill; resume exit code {done.returncode}; after resume: "
           f"{after[0]['learner/updates']} -> {after[-1]['learner/updates']} updates, "
