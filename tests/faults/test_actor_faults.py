@@ -252,7 +252,7 @@ def test_env_that_raises_or_returns_nan_is_rebuilt_and_nothing_nonfinite_reaches
     monkeypatch.setattr(trainer_module, "make_learner", make_watched_learner)
     faults = "{nan_obs_at: 5, inf_reward_at: 9, raise_at: 13}"
     config = harness.config("runtime.launcher=threads", "runtime.actors=1", f"env.id={env_id}",
-                          f"env.kwargs={faults}", "stop.target_return=null", "stop.env_frames=1024")
+                            f"env.kwargs={faults}", "stop.target_return=null", "stop.env_frames=1024")
     result = harness.start(config).join()
     metrics, watch = result.final_metrics, watches[0]
     nonfinite_dropped = metrics.get("actor/env_nonfinite_dropped", 0)
