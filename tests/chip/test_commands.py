@@ -2,8 +2,11 @@ import json
 
 import pytest
 
-from menger.envs.chip.commands import cost_main, place_main
+from menger.envs.chip import load_problem
+from menger.envs.chip.commands import cost_main, place_main, place_with_rl
 from menger.envs.chip.plc import load_plc
+
+from .helpers import assert_legal
 
 
 @pytest.mark.parametrize("method", ["random", "greedy", "sa"])
@@ -23,3 +26,14 @@ def test_cost_reports_relative_error_against_the_header(capsys):
                                              .data_path("ariane133_ng45") / "initial.plc")]) == 0
     out = capsys.readouterr().out
     assert "relative error" in out and "congestion" in out
+
+
+@pytest.mark.slow
+def test_chip_ppo_preset_trains_and_rolls_out_a_legal_placement(tmp_path):
+    """The whole RL path of `menger place --method rl`, shortened: the preset trains (threads, a few
+    updates) on a tiny design and its deterministic rollout is a legal placement."""
+    problem = load_problem("toy_macro_stdcell")
+    layout = place_with_rl(problem, "toy_macro_stdcell", 60.0, tmp_path, seed=0, overrides=(
+        "stop.env_frames=64", "runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=2",
+        "runtime.unroll_length=8", "checkpoint.interval_s=3600"))
+    assert_legal(problem, layout)

@@ -20,14 +20,23 @@ METHODS = ("rl", "sa", "greedy", "random")
 RL_PRESET = "chip-ppo"
 
 
-def place_with_rl(problem: ChipProblem, netlist: str, budget_s: float, out: pathlib.Path, seed: int) -> Layout:
-    """Train the `chip-ppo` preset on this netlist for the budget, then roll the policy out greedily."""
+def place_with_rl(problem: ChipProblem, netlist: str, budget_s: float, out: pathlib.Path, seed: int,
+                  overrides: tuple[str, ...] = ()) -> Layout:
+    """Train the `chip-ppo` preset on this netlist for the budget, then roll the policy out greedily.
+    `overrides` (`key=value`) go after the netlist, budget and seed ones."""
     from menger import api
+
+    settings = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s}", f"runtime.seed={seed}", *overrides]
+    result = api.train(RL_PRESET, overrides=settings, run_dir=str(out / "rl_run"))
+    return deterministic_rollout(api.load_policy(result.run_dir), problem, seed)
+
+
+def deterministic_rollout(policy, problem: ChipProblem, seed: int = 0) -> Layout:
+    """Place every hard macro with the policy's most likely legal action (`policy.act(batch,
+    deterministic=True)`, as `menger eval` acts); the env's own settings (dense reward or not) do not
+    change the placement."""
     from menger.envs.chip.env import ChipPlacementEnv
 
-    overrides = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s}", f"runtime.seed={seed}"]
-    result = api.train(RL_PRESET, overrides=overrides, run_dir=str(out / "rl_run"))
-    policy = api.load_policy(result.run_dir)
     env = ChipPlacementEnv(problem=problem)
     obs, _ = env.reset(seed=seed)
     while True:
