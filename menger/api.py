@@ -34,7 +34,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     display = TerminalProgress(config.name, target_return=config.stop.target_return,
                                total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
         if progress else None
-    trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime.launcher), loggers=[logger],
+    trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime.launcher, ray_address=config.runtime.ray_address), loggers=[logger],
                       progress=display, resume=resume)
     try:
         return trainer.run()

@@ -22,7 +22,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("experiment", help="a preset name (see `menger presets`) or a YAML file")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override any config key, e.g. --set ppo.lr=1e-3 (repeatable)")
-    train.add_argument("--launcher", choices=["threads", "processes"])
+    train.add_argument("--launcher", choices=["threads", "processes", "ray"])
+    train.add_argument("--address", help="ray: 'auto' or HOST:PORT of a running cluster (default: a private local "
+                       "Ray instance for this run)")
     train.add_argument("--actors", type=int)
     train.add_argument("--envs-per-actor", type=int)
     train.add_argument("--learners", type=int, help="data-parallel learners (torch.distributed)")
@@ -60,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 def _train_overrides(args) -> list[str]:
     flags = {"runtime.launcher": args.launcher, "runtime.actors": args.actors,
              "runtime.envs_per_actor": args.envs_per_actor, "runtime.seed": args.seed,
-             "runtime.learners": args.learners}
+             "runtime.learners": args.learners, "runtime.ray_address": args.address}
     return list(args.overrides) + [f"{k}={v}" for k, v in flags.items() if v is not None]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import traceback
 from typing import Callable
@@ -120,12 +121,17 @@ class ProcessLauncher:
         pass
 
 
-def make_launcher(name: str):
+def make_launcher(name: str, *, ray_address: str | None = None):
+    """`ray_address` None means a private Ray instance on this machine: it then binds to loopback only."""
     if name == "threads":
         return ThreadLauncher()
     if name == "processes":
         return ProcessLauncher()
     if name == "ray":
+        if ray_address is None and "ray" not in sys.modules:
+            # Ray's own switch for single-machine instances: every node address becomes 127.0.0.1, so a local
+            # run opens nothing on the machine's network interfaces.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             from menger.launch.ray import RayLauncher
         except ImportError as exc:

@@ -38,7 +38,8 @@ class RayLauncher:
             ray.init(address=address, include_dashboard=False, log_to_driver=True)
             log.info("joined the Ray cluster at %s: %s", address, ray.cluster_resources())
         else:
-            ray.init(include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True)
+            # "local": always a private instance, never an unrelated cluster that happens to run on this machine
+            ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True)
             log.info("started a local Ray instance: %s", ray.cluster_resources())
         self.owns_session = True
 

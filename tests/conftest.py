@@ -1,0 +1,5 @@
+import os
+
+# Any Ray instance a test starts is a single-machine one: its nodes bind to 127.0.0.1, never to the machine's
+# network interfaces. Set before anything imports ray (Ray reads it once, at import).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
