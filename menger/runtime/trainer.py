@@ -219,6 +219,7 @@ class Trainer:
             if record.handle is None:
                 if record.restart_at is not None and now >= record.restart_at:
                     self._start_actor(record)
+                    alive += 1  # just started: alive until its heartbeat says otherwise
                 continue
             if not record.handle.is_alive():
                 self._receive_from(record)
