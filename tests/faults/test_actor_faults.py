@@ -88,16 +88,18 @@ def test_random_actor_kills_during_learning_still_reach_the_target(harness):
     run = harness.start(config)
     harness.wait_until(run.actors_ready, 60, "the actors to start")
     chooser = random.Random(7)
-    injected = 0
+    injected, killed = 0, set()
     while not run.finished and injected < most_kills:
         time.sleep(chooser.uniform(1.0, 2.0))
         handle = chooser.choice(run.trainer.actors).handle
-        if handle is None or run.finished:  # still restarting from the previous kill
+        # still restarting from a previous kill, or killed but not yet noticed (a zombie until reaped)
+        if handle is None or handle.pid in killed or run.finished:
             continue
         try:
             os.kill(handle.pid, signal.SIGKILL)
         except ProcessLookupError:
             continue
+        killed.add(handle.pid)
         injected += 1
     result = run.join(timeout_s=240)
     metrics = result.final_metrics
@@ -107,7 +109,8 @@ def test_random_actor_kills_during_learning_still_reach_the_target(harness):
           f"frames dropped {metrics['transport/frames_dropped']}")
     assert injected >= 3, "the run ended before enough kills to mean anything; lower the target or kill sooner"
     assert result.reached_target, f"did not reach a mean return of {target} under {injected} actor kills"
-    assert restarts == injected and not any(record.given_up for record in run.trainer.actors)
+    # the last kill may land while the run is ending (target reached), after the final supervision pass
+    assert injected - 1 <= restarts <= injected and not any(record.given_up for record in run.trainer.actors)
     assert metrics["transport/duplicates"] == 0
 
 
