@@ -17,7 +17,7 @@ def _batch(obs: dict) -> dict:
 
 
 def _visited_states(steps: int = 200):
-    """(observation, state copy) pairs along a seeded episode of random actions."""
+    """(observation, slot offsets, durations, demands) along a seeded run of random actions."""
     env = ClusterSchedulingEnv(**SETTINGS)
     obs, _ = env.reset(seed=3)
     rng = np.random.default_rng(0)

@@ -25,6 +25,8 @@ from torch import nn
 
 from menger.models.encoders import MASK_KEY
 
+_IMAGE_KEY = "obs"  # the image's entry when the env observes {"obs", "action_mask"}
+
 
 class ImageReader(nn.Module):
     """Turns DeepRM images [N, T_h, W] back into scheduler features; no parameters.
@@ -149,7 +151,6 @@ class SlotPolicyNet(nn.Module):
         return self.value_scale * self.value(summary).squeeze(-1)
 
 
-_IMAGE_KEY = "obs"
 _PRIOR_FEATURES = slice(0, 2)  # ImageReader's slot features: starts now, duration / T_h
 
 
