@@ -92,7 +92,7 @@ class RuntimeConfig:
     batch_unrolls: int = field(0, min=0, doc="async: unrolls per learner batch; 0 = one per actor")
     device: Literal["auto", "cpu", "cuda"] = field("auto", doc="learner device; auto = cuda when present")
     amp: bool = field(False, doc="mixed precision (bf16 autocast) in the learner")
-    learner_threads: int = field(0, min=0, doc="torch threads of the learner; 0 = cores minus actors, at least 1")
+    learner_threads: int = field(0, min=0, doc="torch threads of the learner; 0 = cores minus local actors, at least 1")
     heartbeat_timeout_s: float = field(20.0, min=0.1, doc="an actor silent this long is replaced")
     startup_grace_s: float = field(120.0, min=0.1, doc="time an actor gets to start before heartbeats count")
     no_actor_deadline_s: float = field(60.0, min=0.1, doc="with no actor alive this long, training stops with an error")

@@ -105,7 +105,8 @@ class Trainer:
         torch.manual_seed(rt.seed)
         self.device = resolve_device(rt.device)
         if self.device.type == "cpu":
-            torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.actors))
+            local_actors = 0 if rt.launcher == "ray" else rt.actors  # Ray actors may live on other nodes
+            torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - local_actors))
         self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
         policy = build_policy(obs_space, action_space, cfg.model)
         self.learner = make_learner(cfg, policy, self.device)
