@@ -147,6 +147,20 @@ def sample_actions(policy, out: torch.Tensor, generator: torch.Generator | None)
     return action, logp
 
 
+@torch.no_grad()
+def batched_act(policy, obs, state: torch.Tensor | None, device: torch.device,
+                generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """One forward on `device` over the N envs of every request in a batch; the results come back on the CPU.
+
+    obs [N, *obs_shape] (or a dict of such), state [2, N, H] or None. Returns action [N, ...], logp [N] and the
+    next state [2, N, H] (None without an LSTM). Both central services (shared-memory slots, Ray) call it.
+    """
+    obs = {key: t.to(device) for key, t in obs.items()} if isinstance(obs, dict) else obs.to(device)
+    out, _, next_state = policy(obs, None if state is None else state.to(device))
+    action, logp = sample_actions(policy, out.float().cpu(), generator)
+    return action, logp, None if next_state is None else next_state.float().cpu()
+
+
 class CentralInference:
     """The service: a thread in the learner's process, running `serve_once` until `close`.
 
@@ -210,25 +224,23 @@ class CentralInference:
             self._next_actor = (waiting[-1][0] + 1) % count
         return waiting
 
-    @torch.no_grad()
     def _answer(self, waiting: list[tuple[int, int]]) -> None:
         slots = self.slots
         index = torch.tensor([a for a, _ in waiting])
         self._refresh()
         k, b = len(waiting), slots.logp.shape[1]
         if isinstance(slots.obs, dict):
-            obs = {key: t.index_select(0, index).flatten(0, 1).to(self.device) for key, t in slots.obs.items()}
+            obs = {key: t.index_select(0, index).flatten(0, 1) for key, t in slots.obs.items()}
         else:
-            obs = slots.obs.index_select(0, index).flatten(0, 1).to(self.device)
+            obs = slots.obs.index_select(0, index).flatten(0, 1)
         state = None
         if self.policy.lstm_size:
-            state = slots.core_state.index_select(0, index).movedim(1, 0).flatten(1, 2).to(self.device)
-        out, _, next_state = self.policy(obs, state)
-        action, logp = sample_actions(self.policy, out.float().cpu(), self.generator)
+            state = slots.core_state.index_select(0, index).movedim(1, 0).flatten(1, 2)
+        action, logp, next_state = batched_act(self.policy, obs, state, self.device, self.generator)
         slots.actions.index_copy_(0, index, action.view(k, b, *action.shape[1:]).to(slots.actions.dtype))
         slots.logp.index_copy_(0, index, logp.view(k, b))
         if next_state is not None:
-            slots.next_state.index_copy_(0, index, next_state.float().cpu().view(2, k, b, -1).movedim(1, 0))
+            slots.next_state.index_copy_(0, index, next_state.view(2, k, b, -1).movedim(1, 0))
         now = time.monotonic()
         for a, sequence in waiting:
             slots.version[a] = self.version
@@ -290,17 +302,24 @@ class LocalInference:
 
 def start_inference(config, policy, transport, device: torch.device, obs_space: gym.Space,
                     action_space: gym.Space):
-    """The learner's side of `runtime.inference`: a running `CentralInference`, or `LocalInference`.
+    """The learner's side of `runtime.inference`: a running central service, or `LocalInference`.
 
-    The request slots live in this host's shared memory, so central inference needs the actors on this host
-    (threads or processes launchers); on Ray the requests would travel as object references instead.
+    Threads and processes launchers: `CentralInference`, its request slots in this host's shared memory. Ray
+    launcher: `menger.inference.ray.RayInference`, whose requests reach the learner's process through a mailbox
+    actor (imported only then: Ray is an optional extra).
     """
     rt = config.runtime
     if rt.inference != "central":
         return LocalInference()
+    if rt.launcher == "ray" and hasattr(transport, "latest_parameters"):
+        from menger.inference.ray import start_ray_inference
+
+        return start_ray_inference(config, policy, transport, device)
     if rt.launcher not in ("threads", "processes"):
-        raise ValueError(f"runtime.inference=central works with the threads and processes launchers, not "
-                         f"{rt.launcher!r} yet; use runtime.inference=local with {rt.launcher!r}")
+        raise ValueError(f"runtime.inference=central works with the threads and processes launchers (request slots "
+                         f"in shared memory) and with the ray launcher's own transport (a mailbox actor); launcher "
+                         f"{rt.launcher!r} with a {type(transport).__name__} transport offers neither: use "
+                         f"runtime.inference=local")
     params = transport.params
     slots = InferenceSlots.allocate(rt.actors, rt.envs_per_actor, obs_space, action_space, config.model.lstm_size)
     return CentralInference(slots, policy, params, device, max_requests=rt.inference_batch or rt.actors,

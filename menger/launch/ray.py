@@ -5,10 +5,13 @@ Where things run::
     driver (`menger train ... --launcher ray`): Trainer + learner, publishes each version once (ray.put)
     every node: one ParameterCache actor (num_cpus=0, pinned to its node)
     anywhere Ray has room: actors (num_cpus=runtime.ray_actor_cpus, num_gpus=runtime.ray_actor_gpus), spread
+    runtime.inference=central: an InferenceMailbox actor (num_cpus=0) pinned to the driver's node; the batched
+    forward itself runs in a thread of the driver, on the learner's device (`menger.inference.ray`)
 
 `runtime.ray_address` joins an existing cluster ("auto" or "HOST:PORT"); without it a local Ray instance is
 started with no dashboard, and shut down at the end. If Ray is already initialised (a test's cluster, a
-notebook), that session is used and left running. Only this module and `menger.transport.ray` import Ray.
+notebook), that session is used and left running. Only this module, `menger.transport.ray` and
+`menger.inference.ray` (central inference: the mailbox actor) import Ray.
 """
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ The trainer's loop stays as it is; what a call means on Ray::
     publish(version)     -> params_ref = ray.put(flat parameters): once per version, in the learner's object store
     actor reads params   -> through its node's ParameterCache: the first actor on a node to need a version makes the
                             cache fetch it (one copy crosses the network per node); the others read the cache's copy
+    central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) acts through the
+                            learner's mailbox instead; `latest_parameters()` is what the driver's service reads
 
 Liveness: Ray reports a dead actor (its process or its node died) as an error on its in-flight refs; the trainer
 then starts a new incarnation, which Ray places on a live node. An actor with unroll calls in flight that
@@ -109,7 +111,11 @@ class RemoteActor:
         torch.set_num_threads(1)
         self.node_id = ray.get_runtime_context().get_node_id()
         self.port = RayPort(spec, caches.get(self.node_id))
+        actor_kwargs = dict(actor_kwargs)
+        central = actor_kwargs.pop("inference", None)  # runtime.inference=central: a RayInferenceClient
         self.actor = make_actor(port=self.port, **actor_kwargs)
+        if central is not None:  # its ActionSource replaces the local one; the actor's loop is the same
+            self.actor.actions = central.actions_for(self.port.params)
 
     def unroll(self, version: int, source: list):
         self.port.params.offer(version, source)
@@ -213,6 +219,7 @@ class RayTransport:
         self.buffers = UnrollBuffers(spec, num_actors * slots_per_actor, shared=False)
         self.param_bytes = 4 * sum(p.numel() for p in policy.parameters())
         self.version, self.params_ref = -1, None
+        self.published: tuple[int, np.ndarray] | None = None
         self.caches = ParameterCaches()
         self.actors: dict[int, ActorState] = {}
         self.in_flight: dict[object, InFlight] = {}
@@ -337,6 +344,16 @@ class RayTransport:
         flat = parameters_to_vector([p.detach() for p in policy.parameters()]).to("cpu", torch.float32).numpy()
         self.params_ref = ray.put(flat)
         self.version = version
+        self.published = (version, flat)
+
+    def latest_parameters(self) -> tuple[int, np.ndarray]:
+        """(version, flat float32 parameters) as last published: what central inference in the driver reads.
+
+        Each version is a new array that is never written again, so a reader in another thread sees a whole one.
+        """
+        if self.published is None:
+            raise RuntimeError("no parameters published yet: the trainer publishes version 0 before starting actors")
+        return self.published
 
     def metrics(self, wait_s: float = 0.0) -> dict:
         """`params/copies_per_version`: node copies of the average version a cache fetched (about one per node)."""

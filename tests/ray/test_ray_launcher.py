@@ -1,4 +1,5 @@
-"""The ray launcher on a simulated 2-3 node cluster: parameter fan-out, a killed actor, a removed node, learning.
+"""The ray launcher on a simulated 2-3 node cluster: parameter fan-out, a killed actor, a removed node, learning,
+central inference.
 
 The tests share one cluster (see conftest.py); the one that removes a node adds its own node first, so the
 others keep theirs.
@@ -101,3 +102,66 @@ def test_removing_a_node_mid_run_reschedules_its_actors_and_training_goes_on(clu
     assert metrics["time/env_frames"] > frames_at_removal  # training went on after losing a node
     assert metrics["transport/frames_dropped/actor_lost"] > 0  # the partial unrolls of the lost actors, counted
     assert metrics["transport/duplicates"] == 0
+
+
+def test_central_actions_on_ray_match_local_inference(cluster):
+    """The same seeded sampling as `Policy.act`, through the mailbox and the driver's forward; a new version is
+    picked up before the next forward."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from menger.experiment import ModelConfig
+    from menger.inference.ray import RayCentralActions, RayInference, start_mailbox
+    from menger.models import build_policy
+
+    torch.manual_seed(0)
+    policy = build_policy(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(3), ModelConfig(hidden=(16, 16)))
+    published = {"now": (3, torch.nn.utils.parameters_to_vector(policy.parameters()).detach().numpy().copy())}
+    service = RayInference(start_mailbox(1), policy, lambda: published["now"], torch.device("cpu"),
+                           max_requests=1, timeout_s=0.0, seed=5).start()
+    try:
+        client = RayCentralActions(service.mailbox, params=None, timeout_s=30.0)
+        generator = torch.Generator().manual_seed(5)
+        for step in range(3):
+            if step == 2:
+                with torch.no_grad():
+                    for p in policy.parameters():
+                        p.add_(0.1)
+                published["now"] = (4, torch.nn.utils.parameters_to_vector(policy.parameters()).detach().numpy())
+            obs = torch.randn(8, 4)
+            local = policy.act(obs, None, generator=generator)
+            central = client.act(obs, None)
+            assert torch.equal(central.action, local.action)
+            np.testing.assert_allclose(central.logp.numpy(), local.logp.numpy(), rtol=1e-5, atol=1e-6)
+        assert service.version == 4 and service.requests_answered == 3
+    finally:
+        service.close()
+
+
+def test_central_inference_on_the_ray_launcher_acts_for_every_actor_step(cluster, tmp_path):
+    config = ray_config("runtime.actors=2", "runtime.inference=central", "stop.env_frames=2048",
+                        "stop.target_return=null")
+    run = TrainerInThread(config, tmp_path / "central")
+    metrics = run.join(180).final_metrics
+    service = run.trainer.inference
+    print({k: round(v, 2) for k, v in metrics.items() if k.startswith("inference/")},
+          f"requests answered {service.requests_answered}, frames produced {metrics['time/env_frames_produced']}")
+    # every env step of every actor was acted by the service: one request per actor step (B envs)
+    assert service.requests_answered * config.runtime.envs_per_actor >= metrics["time/env_frames_produced"]
+    assert metrics["time/env_frames"] >= 2048 and service.error is None
+    assert 1.0 <= metrics["inference/batch_size_mean"] <= 2.0 and metrics["inference/latency_ms_mean"] > 0
+    assert 1 <= metrics["inference/version"] <= metrics["learner/version"]  # it followed the published versions
+    assert metrics["learner/policy_lag_max"] == 0 and metrics["transport/duplicates"] == 0
+
+
+@pytest.mark.slow
+def test_cartpole_ppo_reaches_475_with_central_inference_on_the_ray_launcher(cluster, tmp_path):
+    result = api.train("cartpole-ppo", overrides=[*SMALL_RAY_RUN, "runtime.inference=central", "runtime.actors=2",
+                                                  "runtime.envs_per_actor=8", "runtime.unroll_length=64",
+                                                  "runtime.seed=1"],
+                       run_dir=str(tmp_path / "learn-central"))
+    m = result.final_metrics
+    print({k: v for k, v in m.items() if k.startswith(("time/", "episode/", "inference/"))})
+    assert result.reached_target, m
+    assert m["episode/return_mean"] >= 475 and m["inference/requests_per_s"] > 0
