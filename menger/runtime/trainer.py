@@ -93,6 +93,7 @@ class Trainer:
         self._restores: dict[int, dict] = {}
         self._snapshots: dict[int, dict] = {}
         self._saved_step: int | None = None
+        self._stop_requested = False
 
     # ----- set-up --------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -161,7 +162,7 @@ class Trainer:
                         self._checkpoint()
                     if self.sync:
                         self._grant_round()
-                elif self._stop_reason() == "wall_clock":
+                elif self._stop_reason() in ("wall_clock", "requested"):
                     self._checkpoint()
                     break
                 self._maybe_log()
@@ -177,6 +178,10 @@ class Trainer:
 
     def elapsed(self) -> float:
         return self.wall_offset + time.monotonic() - self.start
+
+    def request_stop(self) -> None:
+        """Stop at the next chance, with a final checkpoint (safe to call from another thread)."""
+        self._stop_requested = True
 
     # ----- actors ---------------------------------------------------------------------------
     def _start_actor(self, record: ActorRecord) -> None:
@@ -330,6 +335,8 @@ class Trainer:
 
     # ----- stopping, checkpoints, metrics ---------------------------------------------------
     def _stop_reason(self) -> str | None:
+        if self._stop_requested:
+            return "requested"
         stop = self.cfg.stop
         if stop.target_return is not None:
             mean = self.accounts.mean_return(stop.window)

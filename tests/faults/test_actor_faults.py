@@ -81,7 +81,7 @@ def test_sigkill_one_actor_mid_unroll_restarts_it_and_loses_at_most_one_unroll(h
 
 @pytest.mark.slow
 def test_random_actor_kills_during_learning_still_reach_the_target(harness):
-    target, most_kills = 150.0, 10
+    target, most_kills = 200.0, 10
     config = harness.config("runtime.launcher=processes", "runtime.actors=2", "runtime.envs_per_actor=8",
                             "runtime.unroll_length=32", "ppo.epochs=10", "ppo.lr_schedule=constant",
                             f"stop.target_return={target}", "stop.env_frames=200000")
@@ -90,7 +90,7 @@ def test_random_actor_kills_during_learning_still_reach_the_target(harness):
     chooser = random.Random(7)
     injected, killed = 0, set()
     while not run.finished and injected < most_kills:
-        time.sleep(chooser.uniform(1.0, 2.0))
+        time.sleep(chooser.uniform(0.3, 0.8))  # often enough that a quick learner still meets several kills
         handle = chooser.choice(run.trainer.actors).handle
         # still restarting from a previous kill, or killed but not yet noticed (a zombie until reaped)
         if handle is None or handle.pid in killed or run.finished:
