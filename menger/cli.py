@@ -173,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("menger: interrupted; the run directory holds a checkpoint to resume from", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` and the like
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
