@@ -161,32 +161,32 @@ def batched_act(policy, obs, state: torch.Tensor | None, device: torch.device,
     return action, logp, None if next_state is None else next_state.float().cpu()
 
 
-class CentralInference:
-    """The service: a thread in the learner's process, running `serve_once` until `close`.
+class InferenceService:
+    """What the local and the Ray services share: the serving thread, failure reporting and the metrics.
 
-    `max_requests` caps the actors answered by one forward (each brings its B envs); `timeout_s` bounds the
-    wait for more requests after the first one arrived.
+    A subclass defines `serve_once(wait_s) -> int` (answer one batch) and `_fail(reason)` (tell every waiting
+    actor that the service is gone). `max_requests` caps the requests answered by one forward (each brings its
+    B envs); `timeout_s` bounds the wait for more requests after the first one arrived.
     """
 
-    def __init__(self, slots: InferenceSlots, policy, params, device: torch.device, *, max_requests: int,
-                 timeout_s: float, seed: int = 0):
+    thread_name = "menger-inference"
+
+    def __init__(self, policy, device: torch.device, *, max_requests: int, timeout_s: float, seed: int = 0):
         if max_requests < 1:
             raise ValueError(f"max_requests must be at least 1; got {max_requests}")
-        self.slots, self.params, self.device = slots, params, torch.device(device)
+        self.device = torch.device(device)
         self.policy = copy.deepcopy(policy).to(self.device).eval()
         self.max_requests, self.timeout_s = max_requests, timeout_s
         self.generator = torch.Generator().manual_seed(seed)
         self.version = -1
-        self._next_actor = 0  # round-robin start of the scan: no actor waits behind the cap forever
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
         self._counted_since = time.monotonic()
         self.error: str | None = None
 
-    # ----- the loop ------------------------------------------------------------------------
-    def start(self) -> "CentralInference":
-        self._thread = threading.Thread(target=self._loop, name="menger-inference", daemon=True)
+    def start(self):
+        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
         self._thread.start()
         return self
 
@@ -194,10 +194,40 @@ class CentralInference:
         try:
             while not self._stop.is_set():
                 self.serve_once(wait_s=0.05)
-        except Exception as exc:  # noqa: BLE001 - reported to every actor (closed flag) and in the log
+        except Exception as exc:  # noqa: BLE001 - reported to every waiting actor and in the log
             self.error = f"{type(exc).__name__}: {exc}"
             log.exception("central inference stopped")
-            self.slots.closed[0] = 1
+            self._fail(f"the learner's inference thread failed ({self.error})")
+
+    def _stop_thread(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+    def metrics(self) -> dict[str, float]:
+        """Means since the previous call: requests per forward, request-to-reply latency, requests per second."""
+        counts, now = self._counts, time.monotonic()
+        forwards, requests = counts["forwards"], counts["requests"]
+        m = {"inference/batch_size_mean": requests / forwards if forwards else 0.0,
+             "inference/latency_ms_mean": 1000.0 * counts["latency_s"] / requests if requests else 0.0,
+             "inference/requests_per_s": requests / max(now - self._counted_since, 1e-9),
+             "inference/version": float(self.version)}
+        self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
+        self._counted_since = now
+        return m
+
+
+class CentralInference(InferenceService):
+    """The service on this host: a thread in the learner's process, running `serve_once` until `close`."""
+
+    def __init__(self, slots: InferenceSlots, policy, params, device: torch.device, *, max_requests: int,
+                 timeout_s: float, seed: int = 0):
+        super().__init__(policy, device, max_requests=max_requests, timeout_s=timeout_s, seed=seed)
+        self.slots, self.params = slots, params
+        self._next_actor = 0  # round-robin start of the scan: no actor waits behind the cap forever
+
+    def _fail(self, reason: str) -> None:
+        self.slots.closed[0] = 1  # every waiting actor sees the flag
 
     def serve_once(self, wait_s: float) -> int:
         """Answer one batch of requests; returns how many (0 when none came within `wait_s`)."""
@@ -266,23 +296,10 @@ class CentralInference:
         """What `make_actor` needs to ask this service instead of acting locally."""
         return {"inference": self.slots}
 
-    def metrics(self) -> dict[str, float]:
-        """Means since the previous call: requests per forward, request-to-reply latency, requests per second."""
-        counts, now = self._counts, time.monotonic()
-        forwards, requests = counts["forwards"], counts["requests"]
-        m = {"inference/batch_size_mean": requests / forwards if forwards else 0.0,
-             "inference/latency_ms_mean": 1000.0 * counts["latency_s"] / requests if requests else 0.0,
-             "inference/requests_per_s": requests / max(now - self._counted_since, 1e-9),
-             "inference/version": float(self.version)}
-        self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
-        self._counted_since = now
-        return m
-
     def close(self) -> None:
         self._stop.set()
         self.slots.closed[0] = 1
-        if self._thread is not None:
-            self._thread.join(5.0)
+        self._stop_thread()
 
 
 class LocalInference:

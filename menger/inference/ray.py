@@ -17,7 +17,6 @@ it), and a stopped service fails every waiting request at once.
 """
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -31,7 +30,7 @@ from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.nn.utils import vector_to_parameters
 
-from menger.inference.central import batched_act
+from menger.inference.central import InferenceService, batched_act
 from menger.models.policy import ActOutput
 
 log = logging.getLogger("menger.inference.ray")
@@ -164,43 +163,23 @@ def _stack(requests: list) -> object:
     return torch.from_numpy(np.concatenate(requests))
 
 
-class RayInference:
+class RayInference(InferenceService):
     """The driver's side: a thread that takes batches from the mailbox and answers them on the learner's device.
 
     `latest_parameters()` gives (version, flat float32 parameters) as last published; `max_requests` caps the
     requests answered by one forward (each brings its B envs); `timeout_s` bounds the wait for more after the first.
     """
 
+    thread_name = "menger-ray-inference"
+
     def __init__(self, mailbox, policy, latest_parameters: Callable[[], tuple[int, np.ndarray]],
                  device: torch.device, *, max_requests: int, timeout_s: float, seed: int = 0):
-        if max_requests < 1:
-            raise ValueError(f"max_requests must be at least 1; got {max_requests}")
-        self.mailbox, self.latest_parameters, self.device = mailbox, latest_parameters, torch.device(device)
-        self.policy = copy.deepcopy(policy).to(self.device).eval()
-        self.max_requests, self.timeout_s = max_requests, timeout_s
-        self.generator = torch.Generator().manual_seed(seed)
-        self.version = -1
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
-        self._counted_since = time.monotonic()
+        super().__init__(policy, device, max_requests=max_requests, timeout_s=timeout_s, seed=seed)
+        self.mailbox, self.latest_parameters = mailbox, latest_parameters
         self.requests_answered = 0  # over the whole run: one per actor step (B env steps) acted through here
-        self.error: str | None = None
 
-    # ----- the loop ------------------------------------------------------------------------
-    def start(self) -> "RayInference":
-        self._thread = threading.Thread(target=self._loop, name="menger-ray-inference", daemon=True)
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.serve_once(wait_s=0.05)
-        except Exception as exc:  # noqa: BLE001 - reported to every waiting actor and in the log
-            self.error = f"{type(exc).__name__}: {exc}"
-            log.exception("central inference stopped")
-            self._close_mailbox(f"the learner's inference thread failed ({self.error})")
+    def _fail(self, reason: str) -> None:
+        self._close_mailbox(reason)
 
     def serve_once(self, wait_s: float) -> int:
         """Answer one batch of requests; returns how many (0 when none came within `wait_s`)."""
@@ -238,25 +217,8 @@ class RayInference:
         """What a Ray actor needs to ask this service instead of acting locally (see `RemoteActor`)."""
         return {"inference": RayInferenceClient(self.mailbox)}
 
-    def metrics(self) -> dict[str, float]:
-        """Means since the previous call: requests per forward, request-to-answer latency, requests per second.
-
-        The latency runs from a request's arrival in the mailbox to its answer being sent from the driver.
-        """
-        counts, now = self._counts, time.monotonic()
-        forwards, requests = counts["forwards"], counts["requests"]
-        m = {"inference/batch_size_mean": requests / forwards if forwards else 0.0,
-             "inference/latency_ms_mean": 1000.0 * counts["latency_s"] / requests if requests else 0.0,
-             "inference/requests_per_s": requests / max(now - self._counted_since, 1e-9),
-             "inference/version": float(self.version)}
-        self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
-        self._counted_since = now
-        return m
-
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
+        self._stop_thread()
         self._close_mailbox("the run ended")
         try:
             ray.kill(self.mailbox)
