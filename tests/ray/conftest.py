@@ -6,12 +6,9 @@ are fast so that a removed node is noticed within seconds, not the default half 
 """
 from __future__ import annotations
 
-import os
-
 import pytest
 
-# A single-machine simulated cluster: every Ray node binds to 127.0.0.1, never the machine's own interfaces.
-os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# tests/conftest.py makes every Ray node of the simulated cluster bind to 127.0.0.1 (set before ray is imported).
 ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
