@@ -15,38 +15,41 @@ from menger.envs.chip.costs import Layout, ProxyCost, proxy_cost
 from menger.envs.chip.plc import write_plc
 from menger.envs.chip.problem import ChipProblem, load_problem
 from menger.envs.chip.render import draw_placement
+from menger.envs.chip.selection import CheckpointRollouts, summary
 
 METHODS = ("rl", "sa", "greedy", "random")
 RL_PRESET = "chip-ppo"
 
 
+# The run is scored by its cheapest checkpoint's deterministic rollout (selection.py): checkpoints every
+# budget / ROLLOUTS_PER_RUN seconds, and training stops at TRAIN_SHARE of the budget so that start-up and the
+# final checkpoint's rollout fit inside it (a few seconds each on Ariane).
+ROLLOUTS_PER_RUN = 20
+TRAIN_SHARE = 0.97
+
+
 def place_with_rl(problem: ChipProblem, netlist: str, budget_s: float, out: pathlib.Path, seed: int,
                   overrides: tuple[str, ...] = ()) -> Layout:
-    """Train the `chip-ppo` preset on this netlist for the budget, then roll the policy out greedily.
-    `overrides` (`key=value`) go after the netlist, budget and seed ones."""
+    """Train the `chip-ppo` preset on this netlist within the budget, rolling out each checkpoint's policy
+    deterministically as it is saved, and return the cheapest of those placements (the rollouts are listed
+    in out/rl_rollouts.json). `overrides` (`key=value`) go after the netlist, budget and seed ones."""
     from menger import api
+    from menger.experiment import load_experiment
 
-    settings = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s}", f"runtime.seed={seed}", *overrides]
-    result = api.train(RL_PRESET, overrides=settings, run_dir=str(out / "rl_run"))
-    return deterministic_rollout(api.load_policy(result.run_dir), problem, seed)
-
-
-def deterministic_rollout(policy, problem: ChipProblem, seed: int = 0) -> Layout:
-    """Place every hard macro with the policy's most likely legal action (`policy.act(batch,
-    deterministic=True)`, as `menger eval` acts); the env's own settings (dense reward or not) do not
-    change the placement."""
-    from menger.envs.chip.env import ChipPlacementEnv
-
-    env = ChipPlacementEnv(problem=problem)
-    obs, _ = env.reset(seed=seed)
-    while True:
-        batch = {key: value[None] for key, value in obs.items()}
-        obs, _, terminated, _, info = env.step(int(policy.act(batch, deterministic=True)[0]))
-        if terminated:
-            break
-    if env.final_cost is None:
-        raise RuntimeError("the trained policy boxed itself in (no legal cell left); train longer or use --method sa")
-    return env.cost.layout.copy()
+    settings = [f"env.kwargs.netlist={netlist}", f"stop.wall_clock_s={budget_s * TRAIN_SHARE}",
+                f"checkpoint.interval_s={budget_s / ROLLOUTS_PER_RUN}", f"runtime.seed={seed}", *overrides]
+    config = load_experiment(RL_PRESET, settings)
+    run_dir = out / "rl_run"
+    watcher = CheckpointRollouts(run_dir, problem, config)
+    watcher.start()
+    try:
+        api.train(config, run_dir=str(run_dir))
+    except BaseException:
+        watcher.stop()
+        raise
+    best = watcher.finish()
+    (out / "rl_rollouts.json").write_text(json.dumps(summary(watcher.history), indent=2) + "\n")
+    return best.layout
 
 
 def place(problem: ChipProblem, method: str, budget_s: float, seed: int, netlist: str, out: pathlib.Path) -> Layout:
