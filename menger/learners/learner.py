@@ -3,10 +3,16 @@
 `update(batch)` runs the loss from `menger.losses` and the optimizer, and returns scalar stats. The learner
 owns the model on its device, the optimizer, the learning-rate schedule and a seeded generator for minibatch
 order, and all of them are in `state_dict()` so a resumed run continues exactly.
+
+Small networks (CartPole's 64x64 MLPs) take thousands of gradient steps of a millisecond or two, so the fixed
+cost of one step counts as much as its maths: the step below clips and applies Adam with a handful of foreach
+kernels over a parameter list made once, instead of `torch.optim` and `clip_grad_norm_` walking the modules and
+their hooks on every call (and importing torch's compiler stack, about a second, when the optimizer is built).
 """
 from __future__ import annotations
 
 import contextlib
+import math
 from abc import ABC, abstractmethod
 
 import torch
@@ -36,10 +42,88 @@ def _select_envs(batch: dict, index: torch.Tensor) -> dict:
     return out
 
 
+class Adam:
+    """Adam (Kingma & Ba 2015) as torch.optim.Adam computes it (no weight decay, no amsgrad), in foreach kernels.
+
+    Its `state_dict` has torch.optim.Adam's layout, so checkpoints written with either load into the other.
+    """
+
+    def __init__(self, params: list[torch.Tensor], lr: float, eps: float, betas: tuple[float, float] = (0.9, 0.999)):
+        if not params:
+            raise ValueError("Adam got no parameters to train; the policy network has none that require grad.")
+        self.params, self.eps, self.betas = list(params), eps, betas
+        self.param_groups = [{"lr": lr}]  # where `Learner._set_lr` writes, as with torch optimizers
+        self.steps = 0
+        self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One Adam step. A parameter without a gradient this time is left alone, moments included (as torch
+        does); the bias correction counts the optimizer's steps."""
+        used = [i for i, p in enumerate(self.params) if p.grad is not None]
+        if not used:
+            return
+        params, exp_avg, exp_avg_sq = self.params, self.exp_avg, self.exp_avg_sq
+        if len(used) < len(params):
+            params, exp_avg, exp_avg_sq = ([x[i] for i in used] for x in (params, exp_avg, exp_avg_sq))
+        grads = [p.grad for p in params]
+        beta1, beta2 = self.betas
+        self.steps += 1
+        bias1, bias2 = 1.0 - beta1 ** self.steps, 1.0 - beta2 ** self.steps
+        torch._foreach_lerp_(exp_avg, grads, 1.0 - beta1)
+        torch._foreach_mul_(exp_avg_sq, beta2)
+        torch._foreach_addcmul_(exp_avg_sq, grads, grads, 1.0 - beta2)
+        denominators = torch._foreach_sqrt(exp_avg_sq)
+        torch._foreach_div_(denominators, math.sqrt(bias2))
+        torch._foreach_add_(denominators, self.eps)
+        torch._foreach_addcdiv_(params, exp_avg, denominators, -self.param_groups[0]["lr"] / bias1)
+
+    def state_dict(self) -> dict:
+        state = {i: {"step": torch.tensor(float(self.steps)), "exp_avg": m, "exp_avg_sq": v}
+                 for i, (m, v) in enumerate(zip(self.exp_avg, self.exp_avg_sq))}
+        group = {"lr": self.param_groups[0]["lr"], "betas": self.betas, "eps": self.eps, "weight_decay": 0.0,
+                 "amsgrad": False, "params": list(range(len(self.params)))}
+        return {"state": state, "param_groups": [group]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups, state = state_dict["param_groups"], state_dict["state"]
+        if len(groups) != 1 or len(groups[0]["params"]) != len(self.params):
+            raise ValueError(f"the checkpoint's optimizer state is for {sum(len(g['params']) for g in groups)} "
+                             f"parameters in {len(groups)} group(s); this policy has {len(self.params)} in one. "
+                             "Resume with the model config the run was trained with.")
+        self.param_groups[0]["lr"] = groups[0]["lr"]
+        entries = [state.get(i, state.get(str(i))) for i in groups[0]["params"]]
+        if any(entry is None for entry in entries):  # never stepped: torch leaves the state empty
+            self.steps = 0
+            return
+        self.steps = int(float(entries[0]["step"]))
+        for mine, entry in zip(self.exp_avg, entries):
+            mine.copy_(entry["exp_avg"])
+        for mine, entry in zip(self.exp_avg_sq, entries):
+            mine.copy_(entry["exp_avg_sq"])
+
+
+def clip_gradients(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale all gradients together so that their global L2 norm is at most `max_norm` (clip_grad_norm_'s maths);
+    returns the norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
+    return norm
+
+
 class Learner(ABC):
     def __init__(self, policy: nn.Module, cfg, *, device: torch.device, total_frames: int | None, amp: bool,
                  seed: int):
         self.policy, self.cfg, self.device = policy.to(device), cfg, device
+        self.params = [p for p in self.policy.parameters() if p.requires_grad]  # walked once, not per step
         self.total_frames = total_frames
         self.amp = amp
         self.generator = torch.Generator().manual_seed(seed)
@@ -47,12 +131,10 @@ class Learner(ABC):
         self.optimizer = self._make_optimizer()
         self.gradient_sync = None  # several learners: set by menger.learners.distributed
 
-    def _make_optimizer(self) -> torch.optim.Optimizer:
+    def _make_optimizer(self):
         if getattr(self.cfg, "optimizer", "adam") == "rmsprop":
-            return torch.optim.RMSprop(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, alpha=0.99,
-                                       foreach=True)
-        # fused: one kernel over all parameters, much faster for the many small tensors of RL networks
-        return torch.optim.Adam(self.policy.parameters(), lr=self.cfg.lr, eps=self.cfg.adam_eps, fused=True)
+            return torch.optim.RMSprop(self.params, lr=self.cfg.lr, eps=self.cfg.adam_eps, alpha=0.99, foreach=True)
+        return Adam(self.params, lr=self.cfg.lr, eps=self.cfg.adam_eps)
 
     def _set_lr(self, frames: int) -> float:
         lr = self.cfg.lr
@@ -71,14 +153,14 @@ class Learner(ABC):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self._sync_gradients()
-        norm = nn.utils.clip_grad_norm_(self.policy.parameters(), max_grad_norm, foreach=True)
+        norm = clip_gradients(self.params, max_grad_norm)
         self.optimizer.step()
         return norm
 
     def _sync_gradients(self) -> None:
         """Data-parallel learners average their gradients here, before clipping; a no-op for one learner."""
         if self.gradient_sync is not None:
-            self.gradient_sync.all_reduce(self.policy.parameters())
+            self.gradient_sync.all_reduce(self.params)
 
     def _agreed(self, value: float) -> float:
         """A statistic all learners agree on (batch-weighted mean), for decisions they must take alike."""
@@ -148,6 +230,8 @@ class PPOLearner(Learner):
         else:
             out, new_values, _ = policy(mb["obs"])
             new_logp, entropy = policy.logp_entropy(out, mb["actions"])
+        if not cfg.entropy_coef:  # reported, but no part of the loss: keep it out of the backward pass
+            entropy = entropy.detach()
         return ppo_loss(new_logp.float(), mb["logp"], mb["advantages"], new_values.float(), mb["old_values"],
                         mb["returns"], entropy.float(), mb["valid"] if kind == "seq" else None, clip=cfg.clip, value_coef=cfg.value_coef,
                         entropy_coef=cfg.entropy_coef, value_clip=cfg.value_clip,

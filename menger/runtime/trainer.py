@@ -156,24 +156,23 @@ class Trainer:
                     reason = self._stop_reason()
                     if reason:
                         reached = reason == "target_return"
-                        self._checkpoint()
                         break
                     if self._checkpoint_due():
                         self._checkpoint()
                     if self.sync:
                         self._grant_round()
                 elif self._stop_reason() in ("wall_clock", "requested"):
-                    self._checkpoint()
                     break
                 self._maybe_log()
+            metrics = self._metrics()  # taken as training stops: its wall time leaves out checkpoint and shutdown
+            self._checkpoint()
+            self._write_metrics(metrics)
         except KeyboardInterrupt:
             log.warning("interrupted: writing a checkpoint before exiting")
             self._checkpoint()
             raise
         finally:
             self._shutdown()
-        metrics = self._metrics()
-        self._write_metrics(metrics)
         return TrainResult(self.run_dir, metrics, reached)
 
     def elapsed(self) -> float:
