@@ -24,7 +24,8 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    encoder: Literal["auto", "mlp", "cnn"] = field("auto", doc="auto: a Nature CNN for [C,H,W] images, else an MLP")
+    encoder: Literal["auto", "mlp", "cnn", "cnn_shallow"] = field(
+        "auto", doc="auto: a Nature CNN for [C,H,W] images, else an MLP; cnn_shallow: IMPALA's shallow CNN (3x cheaper)")
     hidden: tuple[int, ...] = field((64, 64), doc="MLP layer sizes (the CNN uses the last one for its dense layer)")
     activation: Literal["tanh", "relu"] = field("tanh", doc="MLP activation")
     lstm_size: int = field(0, min=0, doc="size of an LSTM core after the encoder; 0 = no recurrent core")

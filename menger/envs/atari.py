@@ -1,8 +1,10 @@
 """The "atari" preset: ALE's own vectorised env (C++ threads, preprocessing built in).
 
 Settings follow the usual Atari benchmark protocol: 4 frames skipped per action (max-pooled over the
-last two), 84x84 greyscale, 4 frames stacked, up to 30 no-op actions at reset, and sticky actions with
-probability 0.25 as in the ``-v5`` ids. Anything else keeps ALE's defaults (rewards clipped to [-1, 1],
+last two), 84x84 greyscale, 4 frames stacked, up to 30 no-op actions at reset. Sticky actions, the action set
+and the episode cap follow the id: probability 0.25 for ``ALE/Pong-v5`` (Machado et al. 2018), none for
+``PongNoFrameskip-v4`` (Mnih et al. 2015, the protocol of the IMPALA paper); 0.25 for a bare ROM name.
+Anything else keeps ALE's defaults (rewards clipped to [-1, 1],
 FIRE pressed at reset, no episode end on life loss); any of them can be overridden by ``kwargs``.
 Observations are uint8 [B, 4, 84, 84]. ROMs ship with ale-py, so nothing is downloaded.
 """
@@ -21,8 +23,8 @@ ATARI_PRESET: dict[str, Any] = {
     "grayscale": True,
     "stack_num": 4,
     "noop_max": 30,
-    "repeat_action_probability": 0.25,
 }
+ID_SETTINGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_episode")
 
 
 def rom_name(env_id: str) -> str:
@@ -47,9 +49,19 @@ def rom_name(env_id: str) -> str:
     )
 
 
+def id_settings(env_id: str) -> dict[str, Any]:
+    """What a registered id says about sticky actions, action set and episode cap (v5 defaults otherwise)."""
+    import ale_py  # noqa: F401  (registers the ALE ids with gymnasium)
+
+    registered = gymnasium.registry[env_id].kwargs if env_id in gymnasium.registry else {}
+    settings = {"repeat_action_probability": 0.25}
+    settings.update({key: registered[key] for key in ID_SETTINGS if key in registered})
+    return settings
+
+
 def make_atari_vector_env(env_id: str, num_envs: int, *, num_threads: int, kwargs: dict[str, Any]):
-    """An ``AtariVectorEnv`` with the preset's settings; ``kwargs`` override them."""
+    """An ``AtariVectorEnv`` with the preset's settings and the id's own; ``kwargs`` override them."""
     from ale_py.vector_env import AtariVectorEnv
 
-    settings = {**ATARI_PRESET, **kwargs}
+    settings = {**ATARI_PRESET, **id_settings(env_id), **kwargs}
     return AtariVectorEnv(game=rom_name(env_id), num_envs=num_envs, num_threads=num_threads, **settings)
