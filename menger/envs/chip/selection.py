@@ -10,6 +10,7 @@ the full proxy cost after the soft-macro pass; only which of the run's policies 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import pathlib
 import threading
 
@@ -18,6 +19,8 @@ import numpy as np
 from menger.envs.chip.costs import Layout, ProxyCost
 from menger.envs.chip.env import ChipPlacementEnv
 from menger.envs.chip.problem import ChipProblem
+
+log = logging.getLogger(__name__)
 
 ENV_ONLY_KWARGS = ("netlist", "plc")  # what names the design; the rollout already has the loaded problem
 
@@ -137,6 +140,8 @@ class CheckpointRollouts:
         policy = self._policy(state["learner"]["model"])
         rollout = self.tracker.evaluate(checkpoint.step, policy, self.problem, self.env_kwargs)
         self.tracker.offer(rollout)
+        log.info("checkpoint %d: deterministic rollout proxy cost %.6f (best so far %.6f)", rollout.step,
+                 rollout.proxy, self.tracker.best.proxy if self.tracker.best is not None else float("inf"))
         return rollout
 
     @property
