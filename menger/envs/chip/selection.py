@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 ENV_ONLY_KWARGS = ("netlist", "plc")  # what names the design; the rollout already has the loaded problem
 
 
+def placement_settings(env_kwargs: dict) -> dict:
+    """The env kwargs that shape placement (grid bound, weights, soft-macro steps), without the ones that
+    name the design: the rollout is given the already loaded problem."""
+    return {key: value for key, value in env_kwargs.items() if key not in ENV_ONLY_KWARGS}
+
+
 @dataclasses.dataclass(frozen=True)
 class Rollout:
     """One policy's deterministic placement: the checkpoint step it came from, the hard macros as placed,
@@ -41,8 +47,7 @@ def deterministic_rollout(policy, problem: ChipProblem, env_kwargs: dict | None 
     """Place every hard macro with the policy's most likely legal action (`policy.act(batch,
     deterministic=True)`, as `menger eval` acts). Returns the hard-macro layout and the final proxy cost,
     or (None, None) when a macro was left without a legal cell. Reward settings do not change the placement."""
-    kwargs = {key: value for key, value in (env_kwargs or {}).items() if key not in ENV_ONLY_KWARGS}
-    env = ChipPlacementEnv(problem=problem, **kwargs)
+    env = ChipPlacementEnv(problem=problem, **placement_settings(env_kwargs or {}))
     obs, _ = env.reset(seed=seed)
     while True:
         batch = {key: value[None] for key, value in obs.items()}
@@ -95,7 +100,7 @@ class CheckpointRollouts:
         weight_keys = ("w_wirelength", "w_congestion", "w_density")
         self.tracker = BestRollout({key: self.env_kwargs[key] for key in weight_keys if key in self.env_kwargs})
         self._network = None
-        self._last_step: int | None = None
+        self._rolled_out: str | None = None  # the newest checkpoint directory already rolled out
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -130,12 +135,12 @@ class CheckpointRollouts:
             return None
         manager = CheckpointManager(self.checkpoint_dir, keep_last=self.config.checkpoint.keep_last)
         listed = manager.list()
-        if not listed or listed[-1].name == self._last_name():
+        if not listed or listed[-1].name == self._rolled_out:
             return None
         checkpoint = manager.load_latest()
-        if checkpoint is None or checkpoint.step == self._last_step:
+        if checkpoint is None or checkpoint.path.name == self._rolled_out:
             return None
-        self._last_step = checkpoint.step
+        self._rolled_out = checkpoint.path.name
         state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
         policy = self._policy(state["learner"]["model"])
         rollout = self.tracker.evaluate(checkpoint.step, policy, self.problem, self.env_kwargs)
@@ -148,17 +153,13 @@ class CheckpointRollouts:
     def history(self) -> list[Rollout]:
         return list(self.tracker.history)
 
-    def _last_name(self) -> str | None:
-        return None if self._last_step is None else f"ckpt-{self._last_step:012d}"
-
     def _policy(self, model_state: dict):
         """The run's network with a checkpoint's weights, wrapped as `menger.api.Policy` (built once)."""
         from menger.api import Policy
         from menger.models import build_policy
 
         if self._network is None:
-            probe = ChipPlacementEnv(problem=self.problem, **{key: value for key, value in self.env_kwargs.items()
-                                                              if key not in ENV_ONLY_KWARGS})
+            probe = ChipPlacementEnv(problem=self.problem, **placement_settings(self.env_kwargs))
             self._network = build_policy(probe.observation_space, probe.action_space, self.config.model)
         self._network.load_state_dict(model_state)
         return Policy(self._network, self.config)
