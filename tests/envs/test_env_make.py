@@ -71,3 +71,11 @@ def test_a_provider_that_fails_to_import_is_reported_with_the_unknown_id(monkeyp
     monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ("menger_no_such_provider",))
     with pytest.raises(UnknownEnvError, match="menger_no_such_provider could not be imported"):
         make_vec_env("NoSuchEnvAnywhere-v0", 2, seed=0)
+
+
+def test_atari_sticky_actions_follow_the_env_id():
+    from menger.envs.atari import id_settings
+
+    assert id_settings("ALE/Pong-v5")["repeat_action_probability"] == 0.25
+    assert id_settings("PongNoFrameskip-v4")["repeat_action_probability"] == 0.0
+    assert id_settings("pong")["repeat_action_probability"] == 0.25  # a bare ROM name: the v5 protocol

@@ -92,3 +92,23 @@ def test_unknown_preset_suggests_the_closest():
 def test_stop_section_needs_a_condition():
     with pytest.raises(ConfigError, match="stop"):
         load_experiment("ppo", ["stop.env_frames=null"])
+
+
+@pytest.mark.parametrize("encoder, convs", [("cnn", 3), ("cnn_shallow", 2)])
+def test_image_encoders_have_the_papers_layouts_and_move_parameters_as_plain_vectors(encoder, convs):
+    frames = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    policy = build_policy(frames, gym.spaces.Discrete(6), ModelConfig(encoder=encoder, hidden=(256,)))
+    assert sum(isinstance(m, torch.nn.Conv2d) for m in policy.modules()) == convs
+    obs = torch.randint(0, 256, (5, 4, 84, 84), dtype=torch.uint8)
+    scaled = obs.float() / 255.0
+    out_uint8, values_uint8, _ = policy(obs)
+    policy.encoder.scale = 1.0  # the same frames, already scaled: the encoder must only scale uint8 input
+    out_float, values_float, _ = policy(scaled)
+    torch.testing.assert_close(values_uint8, values_float, rtol=1e-4, atol=1e-5)
+    # the parameter server moves flat vectors: channels-last activations must not leak into parameter layout
+    server = SharedParameters(policy, shared=False)
+    server.publish(policy, 1)
+    clone = build_policy(frames, gym.spaces.Discrete(6), ModelConfig(encoder=encoder, hidden=(256,)))
+    assert server.read_into(clone) == 1
+    policy.encoder.scale = 1.0 / 255.0
+    torch.testing.assert_close(clone(obs)[1], policy(obs)[1])
