@@ -4,10 +4,14 @@
   rewards line up; a random policy earns 1/num_arms, the right one earns 1.
 * ``menger/Memory-v0``: a bit is shown at t=0 and must be answered at the last step; a memoryless policy
   earns 0.5 on average, one with memory earns 1. It proves that a recurrent core carries state.
+* ``menger/Catch-v0``: bsuite's Catch drawn as an 80x40 uint8 image: a ball falls one row a step and the
+  paddle (left / stay / right) must be under it at the bottom: +1 or -1 after 9 steps; random play earns
+  about -0.6. It proves that the image path (uint8 frames, CNN encoder) and delayed credit work, and it
+  autoresets on the NEXT step like ALE's ``AtariVectorEnv``, so that path is exercised too.
 * ``menger/Faulty-v0`` (single env, stepped in a loop) and ``menger/FaultyVector-v0`` (vectorised): emit
   NaN/Inf or raise in ``step``/``reset`` on demand, for testing how Menger handles broken envs.
 
-The vector envs autoreset in the SAME step and keep their whole state in numpy attributes, so they
+The other vector envs autoreset in the SAME step and keep their whole state in numpy attributes, so they
 train fast and can be snapshotted.
 """
 
@@ -92,6 +96,56 @@ class MemoryVectorEnv(gymnasium.vector.VectorEnv):
         obs[at_start, self.bit[at_start]] = 1.0
         obs[:, 2] = self.t == self.length - 1
         return obs
+
+
+class CatchVectorEnv(gymnasium.vector.VectorEnv):
+    """bsuite Catch (Osband et al. 2020) as pixels: ROWS x COLS cells of SCALE x SCALE pixels, one channel."""
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP}
+    ROWS, COLS, SCALE = 10, 5, 8
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+        shape = (1, self.ROWS * self.SCALE, self.COLS * self.SCALE)
+        self.single_observation_space = spaces.Box(0, 255, shape, dtype=np.uint8)
+        self.single_action_space = spaces.Discrete(3)
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.ball_row = np.zeros(num_envs, dtype=np.int64)
+        self.ball_col = np.zeros(num_envs, dtype=np.int64)
+        self.paddle = np.zeros(num_envs, dtype=np.int64)
+        self.needs_reset = np.zeros(num_envs, dtype=np.bool_)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._start(np.ones(self.num_envs, dtype=np.bool_))
+        return self._obs(), {}
+
+    def _start(self, rows: np.ndarray) -> None:
+        self.ball_row[rows] = 0
+        self.ball_col[rows] = self.np_random.integers(0, self.COLS, int(rows.sum()))
+        self.paddle[rows] = self.COLS // 2
+        self.needs_reset[rows] = False
+
+    def step(self, actions: np.ndarray):
+        resetting = self.needs_reset.copy()
+        playing = ~resetting
+        moves = np.asarray(actions, dtype=np.int64) - 1
+        self.paddle = np.where(playing, np.clip(self.paddle + moves, 0, self.COLS - 1), self.paddle)
+        self.ball_row = np.where(playing, self.ball_row + 1, self.ball_row)
+        landed = playing & (self.ball_row == self.ROWS - 1)
+        reward = np.where(landed, np.where(self.paddle == self.ball_col, 1.0, -1.0), 0.0).astype(np.float32)
+        self._start(resetting)
+        self.needs_reset = landed
+        return self._obs(), reward, landed, np.zeros(self.num_envs, dtype=np.bool_), {}
+
+    def _obs(self) -> np.ndarray:
+        cells = np.zeros((self.num_envs, self.ROWS, self.COLS), dtype=np.uint8)
+        envs = np.arange(self.num_envs)
+        cells[envs, self.ball_row, self.ball_col] = 255
+        cells[envs, self.ROWS - 1, self.paddle] = 255
+        pixels = cells.repeat(self.SCALE, axis=1).repeat(self.SCALE, axis=2)
+        return pixels[:, None]
 
 
 @dataclass(frozen=True)
@@ -212,7 +266,8 @@ class FaultyVectorEnv(gymnasium.vector.VectorEnv):
         return self.np_random.uniform(-1.0, 1.0, (self.num_envs, 4)).astype(np.float32)
 
 
-SANITY_ENV_IDS = ("menger/Bandit-v0", "menger/Memory-v0", "menger/Faulty-v0", "menger/FaultyVector-v0")
+SANITY_ENV_IDS = ("menger/Bandit-v0", "menger/Memory-v0", "menger/Catch-v0", "menger/Faulty-v0",
+                  "menger/FaultyVector-v0")
 
 
 def register_sanity_envs() -> None:
@@ -221,5 +276,6 @@ def register_sanity_envs() -> None:
         return
     gymnasium.register("menger/Bandit-v0", vector_entry_point="menger.envs.sanity:BanditVectorEnv")
     gymnasium.register("menger/Memory-v0", vector_entry_point="menger.envs.sanity:MemoryVectorEnv")
+    gymnasium.register("menger/Catch-v0", vector_entry_point="menger.envs.sanity:CatchVectorEnv")
     gymnasium.register("menger/Faulty-v0", entry_point="menger.envs.sanity:FaultyEnv")
     gymnasium.register("menger/FaultyVector-v0", vector_entry_point="menger.envs.sanity:FaultyVectorEnv")

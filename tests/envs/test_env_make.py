@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from menger.envs import UnknownEnvError, make_vec_env, resolve_env
@@ -79,3 +80,18 @@ def test_atari_sticky_actions_follow_the_env_id():
     assert id_settings("ALE/Pong-v5")["repeat_action_probability"] == 0.25
     assert id_settings("PongNoFrameskip-v4")["repeat_action_probability"] == 0.0
     assert id_settings("pong")["repeat_action_probability"] == 0.25  # a bare ROM name: the v5 protocol
+
+
+def test_catch_resets_on_the_next_step_and_pays_at_the_bottom():
+    env = make_vec_env("menger/Catch-v0", 3, seed=0)
+    obs = env.reset(seed=0)
+    assert obs.shape == (3, 1, 80, 40) and obs.dtype == np.uint8
+    rewards = []
+    for _ in range(9):  # the ball falls 9 rows: the 9th step lands it
+        result = env.step(np.ones(3, dtype=np.int64))  # stay
+        rewards.append(result.reward)
+    assert result.terminated.all() and result.valid.all()
+    assert set(np.abs(rewards[-1]).tolist()) == {1.0} and not np.any(rewards[:-1])
+    reset = env.step(np.zeros(3, dtype=np.int64))  # ALE-style: this step only resets, its action is ignored
+    assert not reset.valid.any() and not reset.terminated.any() and not reset.reward.any()
+    assert (reset.obs[:, 0, :8].max(axis=(1, 2)) == 255).all()  # a new ball in the top row

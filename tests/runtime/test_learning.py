@@ -28,3 +28,20 @@ def test_pendulum_ppo_reaches_minus_250(tmp_path, quiet):
     result = _train(tmp_path, "pendulum-ppo", quiet, "runtime.seed=1", "stop.target_return=-250")
     assert result.reached_target, result.final_metrics
     assert result.final_metrics["episode/return_mean"] >= -250
+
+
+CATCH_FROM_PIXELS = {
+    "name": "catch-impala", "algo": "impala", "env": {"id": "menger/Catch-v0"},
+    "model": {"encoder": "cnn_shallow", "hidden": [256]},
+    "vtrace": {"lr": 6e-4, "entropy_coef": 0.01},
+    "runtime": {"actors": 1, "envs_per_actor": 16, "unroll_length": 20},
+    "stop": {"target_return": 0.8, "env_frames": 400_000},
+}
+
+
+def test_catch_from_pixels_impala_async_learns(tmp_path, quiet):
+    """The Atari path in small: uint8 frames, the CNN encoder, next-step autoreset, credit 9 steps back."""
+    result = api.train(CATCH_FROM_PIXELS, overrides=[*quiet, "runtime.launcher=processes", "checkpoint.interval_s=0",
+                                                     "runtime.seed=1"], run_dir=str(tmp_path / "catch"))
+    assert result.reached_target, result.final_metrics  # random play earns about -0.6
+    assert result.final_metrics["episode/return_mean"] >= 0.8
