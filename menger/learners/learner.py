@@ -215,8 +215,8 @@ class PPOLearner(Learner):
             for chunk in perm.tensor_split(count):  # exactly `count` steps, as every learner must take
                 yield ("seq", _select_envs(data, chunk))
             return
-        flat = {key: _flatten_samples(key, value) for key, value in data.items() if key != "core_state"}
-        real = flat["valid"].nonzero().squeeze(-1)  # learn from real transitions only: no mask in the hot loop
+        flat = {key: _flatten_samples(key, data[key]) for key in _FLAT_LOSS_KEYS}  # what the loss reads, no more
+        real = data["valid"].flatten().nonzero().squeeze(-1)  # real transitions only: no mask in the hot loop
         perm = real[torch.randperm(real.numel(), generator=self.generator).to(self.device)]
         for chunk in perm.tensor_split(count) if real.numel() else ():
             yield ("flat", {key: _take(value, chunk) for key, value in flat.items()})
@@ -236,6 +236,9 @@ class PPOLearner(Learner):
                         mb["returns"], entropy.float(), mb["valid"] if kind == "seq" else None, clip=cfg.clip, value_coef=cfg.value_coef,
                         entropy_coef=cfg.entropy_coef, value_clip=cfg.value_clip,
                         normalize_advantages=cfg.normalize_advantages)
+
+
+_FLAT_LOSS_KEYS = ("obs", "actions", "logp", "advantages", "returns", "old_values")
 
 
 def _flatten_samples(key: str, value):
