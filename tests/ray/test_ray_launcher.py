@@ -40,8 +40,10 @@ def test_params_cross_the_network_once_per_node_not_per_actor(cluster, tmp_path)
           f"bytes_per_version={metrics['params/bytes_per_version']:.0f} ({param_bytes} per copy), "
           f"cache_reads={metrics['params/cache_reads']}")
     assert len(nodes) == 2  # SPREAD puts the 4 actors on both worker nodes
-    assert metrics["params/copies_per_version"] == pytest.approx(2.0)  # one per node, not 4
-    assert metrics["params/bytes_per_version"] == pytest.approx(2 * param_bytes)
+    # one copy per node, not one per actor (4); a node may miss only the version published as the run stopped
+    copies = metrics["params/copies_per_version"]
+    assert 2.0 - 2.0 / max(2, metrics["learner/updates"]) <= copies <= 2.0
+    assert metrics["params/bytes_per_version"] == pytest.approx(copies * param_bytes)
     assert metrics["params/cache_reads"] >= 4 * (metrics["learner/updates"] - 1)  # every actor read every version
     assert metrics["transport/frames_dropped"] == 0 and metrics["transport/duplicates"] == 0
     assert metrics["learner/policy_lag_max"] == 0  # sync PPO stays on-policy on Ray
