@@ -164,15 +164,18 @@ class Trainer:
                 elif self._stop_reason() in ("wall_clock", "requested"):
                     break
                 self._maybe_log()
-            metrics = self._metrics()  # taken as training stops: its wall time leaves out checkpoint and shutdown
+            stopped_at = self.elapsed()  # training ends here: the closing checkpoint and shutdown are not in its time
             self._checkpoint()
-            self._write_metrics(metrics)
         except KeyboardInterrupt:
             log.warning("interrupted: writing a checkpoint before exiting")
             self._checkpoint()
             raise
         finally:
             self._shutdown()
+        # read after shutdown, when transports and services have reported their last counts (Ray node caches,
+        # central inference since the last record), but stamped with the time training stopped
+        metrics = self._metrics(wall_s=stopped_at)
+        self._write_metrics(metrics)
         return TrainResult(self.run_dir, metrics, reached)
 
     def elapsed(self) -> float:
@@ -399,8 +402,8 @@ class Trainer:
         log.info("resumed from %s (update %d, %d frames)", checkpoint.path.name, self.learner.updates,
                  self.accounts.accepted)
 
-    def _metrics(self) -> dict:
-        acc, elapsed = self.accounts, self.elapsed()
+    def _metrics(self, wall_s: float | None = None) -> dict:
+        acc, elapsed = self.accounts, self.elapsed() if wall_s is None else wall_s
         last = self._last_metrics
         dt = max(1e-9, elapsed - last.get("time/wall_s", self.wall_offset))
         lags = acc.lags or [0]
