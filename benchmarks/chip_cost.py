@@ -11,9 +11,9 @@ import time
 
 import numpy as np
 
-from menger.envs.chip import load_problem
-from menger.envs.chip.costs import proxy_cost
-from menger.envs.chip.incremental import IncrementalCost
+from menger.apps.chip import load_problem
+from menger.apps.chip.costs import proxy_cost
+from menger.apps.chip.incremental import IncrementalCost
 
 
 def rate(step, seconds: float) -> float:

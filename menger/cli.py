@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 APP_COMMANDS = {
-    "place": ("menger.envs.chip.commands", "place_main", "place a netlist's macros (rl, sa, greedy, random)"),
-    "cost": ("menger.envs.chip.commands", "cost_main", "proxy costs of a placement: wirelength, density, congestion"),
-    "schedule": ("menger.envs.cluster.commands", "schedule_main", "evaluate cluster schedulers; sweep the load"),
+    "place": ("menger.apps.chip.commands", "place_main", "place a netlist's macros (rl, sa, greedy, random)"),
+    "cost": ("menger.apps.chip.commands", "cost_main", "proxy costs of a placement: wirelength, density, congestion"),
+    "schedule": ("menger.apps.cluster.commands", "schedule_main", "evaluate cluster schedulers; sweep the load"),
 }
 
 

@@ -5,8 +5,14 @@ An id is resolved in this order:
 1. a preset (``preset="atari"``) picks a purpose-built vector env;
 2. ``package.module:ClassOrFactory`` names a user env: a gymnasium.Env class/factory (stepped in a loop)
    or a VectorEnv class/factory taking ``num_envs`` (used as is);
-3. anything else is a gymnasium id. Ids of Menger's own envs (chip placement, cluster scheduling) and
-   of ALE are imported on first use, so importing ``menger.envs`` stays cheap.
+3. anything else is a gymnasium id. An id gymnasium does not know yet makes the env providers register
+   theirs, so importing ``menger.envs`` stays cheap: ALE, and every module named by an entry point in the
+   ``menger.env_providers`` group. Menger's applications (chip placement, cluster scheduling, in
+   ``menger.apps``, above this layer) declare theirs in pyproject.toml; any installed package can add one:
+
+       [project.entry-points."menger.env_providers"]
+       mypkg = "mypkg.envs"            # importing it registers the ids
+       other = "other.envs:register"   # or a function to call
 
 An env with its own vectorised implementation (a ``vector_entry_point``) is used through it; others
 are stepped one by one in a loop.
@@ -17,6 +23,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.metadata
 import inspect
 from typing import Any, Callable
 
@@ -29,7 +36,10 @@ from menger.envs.vector import LoopVecEnv, NativeVecEnv, VecEnv
 PRESETS = ("atari",)
 
 # Modules whose import registers more gymnasium ids; tried only when an id is not yet known.
-LAZY_ENV_PROVIDERS = ("menger.envs.chip", "menger.envs.cluster", "ale_py")
+LAZY_ENV_PROVIDERS = ("ale_py",)
+# The entry-point group of the packages that register more ids (see the module docstring); also tried
+# only when an id is not yet known.
+ENV_PROVIDER_GROUP = "menger.env_providers"
 
 
 def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
@@ -114,15 +124,36 @@ def _find_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
         ) from exc
 
 
+def env_providers() -> list[str]:
+    """The providers tried for an unknown id: ``LAZY_ENV_PROVIDERS``, then the ``menger.env_providers``
+    entry points ("module" or "module:function"), each once."""
+    names = list(LAZY_ENV_PROVIDERS)
+    for entry_point in importlib.metadata.entry_points(group=ENV_PROVIDER_GROUP):
+        if entry_point.value not in names:
+            names.append(entry_point.value)
+    return names
+
+
 def _import_lazy_providers() -> list[tuple[str, str]]:
     """Import the modules that register more ids; report (not raise) their failures for the error message."""
     problems = []
-    for name in LAZY_ENV_PROVIDERS:
+    for name in env_providers():
         try:
-            importlib.import_module(name)
+            _load_provider(name)
         except Exception as exc:  # a provider under construction must not hide the real "unknown id" error
             problems.append((name, f"{type(exc).__name__}: {exc}"))
     return problems
+
+
+def _load_provider(name: str) -> None:
+    """Import "module", or import "module:function" and call the function."""
+    module_name, _, function = name.partition(":")
+    module = importlib.import_module(module_name.strip())
+    if function:
+        target = module
+        for part in function.strip().split("."):
+            target = getattr(target, part)
+        target()
 
 
 def _import_user_module(module_name: str, env_id: str):

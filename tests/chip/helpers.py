@@ -6,8 +6,8 @@ import pathlib
 
 import numpy as np
 
-from menger.envs.chip.canvas import rectangles_overlap
-from menger.envs.chip.problem import ChipProblem
+from menger.apps.chip.canvas import rectangles_overlap
+from menger.apps.chip.problem import ChipProblem
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
 

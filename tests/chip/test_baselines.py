@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from menger.envs.chip import load_problem
-from menger.envs.chip.baselines import (candidate_costs, finish, greedy_placement, random_placement,
+from menger.apps.chip import load_problem
+from menger.apps.chip.baselines import (candidate_costs, finish, greedy_placement, random_placement,
                                         simulated_annealing, unplaced_layout)
-from menger.envs.chip.costs import density_cost, wirelength_cost
-from menger.envs.chip.incremental import IncrementalCost
+from menger.apps.chip.costs import density_cost, wirelength_cost
+from menger.apps.chip.incremental import IncrementalCost
 
 from .helpers import assert_legal
 

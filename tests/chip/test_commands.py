@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from menger.envs.chip import load_problem
-from menger.envs.chip.commands import cost_main, place_main, place_with_rl
-from menger.envs.chip.plc import load_plc
+from menger.apps.chip import load_problem
+from menger.apps.chip.commands import cost_main, place_main, place_with_rl
+from menger.apps.chip.plc import load_plc
 
 from .helpers import assert_legal
 
@@ -22,7 +22,7 @@ def test_place_writes_plc_png_and_report(tmp_path, capsys, method):
 
 
 def test_cost_reports_relative_error_against_the_header(capsys):
-    assert cost_main(["ariane133_ng45", str(__import__("menger.envs.chip", fromlist=["data_path"])
+    assert cost_main(["ariane133_ng45", str(__import__("menger.apps.chip", fromlist=["data_path"])
                                              .data_path("ariane133_ng45") / "initial.plc")]) == 0
     out = capsys.readouterr().out
     assert "relative error" in out and "congestion" in out

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from menger.envs.chip import costs as C
-from menger.envs.chip import data_path, load_problem
-from menger.envs.chip.netlist import ORIENTATIONS, parse_netlist_text
-from menger.envs.chip.plc import parse_plc_text
+from menger.apps.chip import costs as C
+from menger.apps.chip import data_path, load_problem
+from menger.apps.chip.netlist import ORIENTATIONS, parse_netlist_text
+from menger.apps.chip.plc import parse_plc_text
 
 from .helpers import macro, pin, plc_header, port
 

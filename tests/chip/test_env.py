@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import menger.envs.chip  # noqa: F401  (registers ChipPlacement-v0)
-from menger.envs.chip.env import GRID_MAPS, NO_LEGAL_CELL_REWARD, ChipPlacementEnv
+import menger.apps.chip  # noqa: F401  (registers ChipPlacement-v0)
+from menger.apps.chip.env import GRID_MAPS, NO_LEGAL_CELL_REWARD, ChipPlacementEnv
 
 from .helpers import assert_legal, macro, plc_header, write_design
 

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from menger.envs.chip import load_problem
-from menger.envs.chip.costs import proxy_cost
-from menger.envs.chip.incremental import IncrementalCost
+from menger.apps.chip import load_problem
+from menger.apps.chip.costs import proxy_cost
+from menger.apps.chip.incremental import IncrementalCost
 
 
 @pytest.mark.parametrize("name, moves", [("ariane133_ng45", 40), ("macro_tiles_10x10", 60)])

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from menger.envs.chip import data_path, load_problem
-from menger.envs.chip.netlist import HARD_MACRO, MACRO_PIN, PORT, SOFT_MACRO, load_netlist, parse_netlist_text
-from menger.envs.chip.plc import format_plc, load_plc, parse_plc_text
+from menger.apps.chip import data_path, load_problem
+from menger.apps.chip.netlist import HARD_MACRO, MACRO_PIN, PORT, SOFT_MACRO, load_netlist, parse_netlist_text
+from menger.apps.chip.plc import format_plc, load_plc, parse_plc_text
 
 from .helpers import SHARED_DATA, macro, pin, port
 

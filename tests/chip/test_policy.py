@@ -1,8 +1,8 @@
 import numpy as np
 import torch
 
-from menger.envs.chip.env import ChipPlacementEnv
-from menger.envs.chip.policy import ChipPolicyNet
+from menger.apps.chip.env import ChipPlacementEnv
+from menger.apps.chip.policy import ChipPolicyNet
 
 
 def test_policy_shapes_and_gradient():

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from menger.checkpoint import CheckpointManager, flatten_state
-from menger.envs.chip import load_problem
-from menger.envs.chip.costs import ProxyCost
-from menger.envs.chip.env import GRID_MAPS, ChipPlacementEnv
-from menger.envs.chip.selection import BestRollout, CheckpointRollouts, Rollout, deterministic_rollout, summary
+from menger.apps.chip import load_problem
+from menger.apps.chip.costs import ProxyCost
+from menger.apps.chip.env import GRID_MAPS, ChipPlacementEnv
+from menger.apps.chip.selection import BestRollout, CheckpointRollouts, Rollout, deterministic_rollout, summary
 from menger.experiment import load_experiment
 from menger.models import build_policy
 

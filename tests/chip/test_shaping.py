@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from menger.envs.chip import load_problem
-from menger.envs.chip.baselines import candidate_costs, greedy_placement
-from menger.envs.chip.candidates import normalised_over_legal
-from menger.envs.chip.env import GRID_MAPS, ChipPlacementEnv
-from menger.envs.chip.policy import ChipPolicyNet
+from menger.apps.chip import load_problem
+from menger.apps.chip.baselines import candidate_costs, greedy_placement
+from menger.apps.chip.candidates import normalised_over_legal
+from menger.apps.chip.env import GRID_MAPS, ChipPlacementEnv
+from menger.apps.chip.policy import ChipPolicyNet
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,9 @@ two or more columns from the edge every row's peak is exactly three nets' worth.
 import numpy as np
 import pytest
 
-from menger.envs.chip import load_problem
-from menger.envs.chip.baselines import greedy_placement, random_placement
-from menger.envs.chip.costs import proxy_cost
+from menger.apps.chip import load_problem
+from menger.apps.chip.baselines import greedy_placement, random_placement
+from menger.apps.chip.costs import proxy_cost
 
 
 @pytest.fixture(scope="module")

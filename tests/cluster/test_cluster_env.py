@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import menger.envs.cluster  # noqa: F401  (registers the id)
-from menger.envs.cluster import ClusterConfigError
-from menger.envs.cluster.env import ClusterSchedulingEnv
-from menger.envs.cluster.jobs import offered_load, sample_jobs
-from menger.envs.cluster.config import ClusterConfig
+import menger.apps.cluster  # noqa: F401  (registers the id)
+from menger.apps.cluster import ClusterConfigError
+from menger.apps.cluster.env import ClusterSchedulingEnv
+from menger.apps.cluster.jobs import offered_load, sample_jobs
+from menger.apps.cluster.config import ClusterConfig
 
 SMALL = dict(num_resources=2, res_slot=10, horizon=5, num_slots=2, backlog_size=5)
 # j0 and j1 cannot run side by side (6 + 5 > 10); j2 waits in the backlog at first.

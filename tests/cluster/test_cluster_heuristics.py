@@ -5,10 +5,10 @@ import csv
 import numpy as np
 import pytest
 
-from menger.envs.cluster.commands import ObservationScheduler, schedule_main
-from menger.envs.cluster.config import ClusterConfig
-from menger.envs.cluster.heuristics import RandomScheduler, evaluate, packer, shortest_job_first
-from menger.envs.cluster.simulator import ClusterState
+from menger.apps.cluster.commands import ObservationScheduler, schedule_main
+from menger.apps.cluster.config import ClusterConfig
+from menger.apps.cluster.heuristics import RandomScheduler, evaluate, packer, shortest_job_first
+from menger.apps.cluster.simulator import ClusterState
 
 
 def make_state(used_now, durations, demands, horizon=20):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from menger.envs.cluster.placement import NO_FIT, earliest_offset, earliest_offsets
+from menger.apps.cluster.placement import NO_FIT, earliest_offset, earliest_offsets
 
 
 def reference_offset(used, duration, demand, capacity):

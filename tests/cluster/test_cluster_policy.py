@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from menger.envs.cluster import ClusterConfig, ClusterConfigError, sample_jobs
-from menger.envs.cluster.env import ClusterSchedulingEnv
-from menger.envs.cluster.policy import SlotPolicyNet
+from menger.apps.cluster import ClusterConfig, ClusterConfigError, sample_jobs
+from menger.apps.cluster.env import ClusterSchedulingEnv
+from menger.apps.cluster.policy import SlotPolicyNet
 
 SETTINGS = dict(num_slots=5, load=1.3, action_mask=True)
 RES_SLOT, HORIZON = 10, 20

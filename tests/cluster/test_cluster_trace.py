@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from menger.envs.cluster import ClusterConfig, TraceError, read_trace
-from menger.envs.cluster.env import ClusterSchedulingEnv
+from menger.apps.cluster import ClusterConfig, TraceError, read_trace
+from menger.apps.cluster.env import ClusterSchedulingEnv
 
 
 def test_the_episode_replays_exactly_the_trace(write_trace):

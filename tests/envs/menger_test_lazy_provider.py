@@ -1,4 +1,4 @@
-"""Registers an id on import, like menger.envs.chip and menger.envs.cluster do."""
+"""Registers an id on import, like menger.apps.chip and menger.apps.cluster do."""
 
 import gymnasium
 

@@ -1,4 +1,5 @@
-"""Resolving env ids: clear errors with suggestions, and lazy imports of extra env providers."""
+"""Resolving env ids: clear errors with suggestions, and lazy imports of extra env providers (named in
+``LAZY_ENV_PROVIDERS`` or by ``menger.env_providers`` entry points)."""
 
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 
 from menger.envs import UnknownEnvError, make_vec_env, resolve_env
+from menger.envs.make import env_providers
 
 
 @pytest.mark.parametrize("typo, suggestion", [("CartPol-v1", "CartPole-v1"), ("cartpole-v1", "CartPole-v1"),
@@ -72,6 +74,71 @@ def test_a_provider_that_fails_to_import_is_reported_with_the_unknown_id(monkeyp
     monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ("menger_no_such_provider",))
     with pytest.raises(UnknownEnvError, match="menger_no_such_provider could not be imported"):
         make_vec_env("NoSuchEnvAnywhere-v0", 2, seed=0)
+
+
+def _install_fake_distribution(root, entry_points: str) -> None:
+    """A distribution on sys.path that declares ``entry_points``, as ``pip install`` of a plugin would."""
+    info = root / "menger_test_plugin-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: menger-test-plugin\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_ids_of_entry_point_providers_resolve(user_envs_on_path, tmp_path, monkeypatch):
+    """A package declaring a ``menger.env_providers`` entry point gets its ids resolved, module or function."""
+    import gymnasium
+
+    (tmp_path / "menger_test_plugin.py").write_text(
+        "import gymnasium\n"
+        "gymnasium.register('MengerTestPluginModule-v0', entry_point='menger_test_user_envs:CounterEnv')\n"
+        "def register():\n"
+        "    gymnasium.register('MengerTestPluginFunction-v0', entry_point='menger_test_user_envs:CounterEnv')\n"
+    )
+    _install_fake_distribution(tmp_path, "[menger.env_providers]\nmodule = menger_test_plugin\n"
+                                         "function = menger_test_plugin:register\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ())
+    ids = ("MengerTestPluginModule-v0", "MengerTestPluginFunction-v0")
+    assert not any(env_id in gymnasium.registry for env_id in ids)
+    try:
+        assert {"menger_test_plugin", "menger_test_plugin:register"} <= set(env_providers())
+        for env_id in ids:
+            assert make_vec_env(env_id, 2, seed=0).reset().shape == (2, 1)
+    finally:
+        for env_id in ids:
+            gymnasium.registry.pop(env_id, None)
+        sys.modules.pop("menger_test_plugin", None)
+
+
+def test_an_entry_point_provider_that_fails_is_reported_with_the_unknown_id(tmp_path, monkeypatch):
+    _install_fake_distribution(tmp_path, "[menger.env_providers]\nbroken = menger_no_such_plugin_module\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(UnknownEnvError, match="menger_no_such_plugin_module could not be imported"):
+        make_vec_env("NoSuchEnvAnywhere-v0", 2, seed=0)
+
+
+def test_the_apps_ids_resolve_through_their_entry_points():
+    """The installed package declares the apps as providers: their ids resolve in a fresh interpreter without
+    importing menger.apps first, and importing menger.envs does not import the apps (they are above it)."""
+    script = (
+        "import sys\n"
+        "from menger.envs import make_vec_env\n"
+        "from menger.envs.make import env_providers\n"
+        "assert not any(name.startswith('menger.apps') for name in sys.modules)\n"
+        "assert {'menger.apps.chip', 'menger.apps.cluster'} <= set(env_providers()), "
+        "f'{env_providers()}: no entry points of the apps; re-run pip install -e . to refresh them'\n"
+        "chip = make_vec_env('ChipPlacement-v0', 1, seed=0, kwargs={'netlist': 'macro_tiles_10x10'})\n"
+        "print(sorted(chip.reset()))\n"
+        "print(make_vec_env('ClusterScheduling-v0', 1, seed=0).reset().shape)\n"
+        "import gymnasium\n"
+        "print(gymnasium.spec('ChipPlacement-v0').entry_point)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert "grid_maps" in lines[0]
+    assert lines[1] == "(1, 20, 124)"
+    assert lines[2] == "menger.apps.chip.env:ChipPlacementEnv"
 
 
 def test_atari_sticky_actions_follow_the_env_id():

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from menger.envs.cluster.env import ClusterSchedulingEnv
-from menger.envs.cluster.simulator import ClusterState
+from menger.apps.cluster.env import ClusterSchedulingEnv
+from menger.apps.cluster.simulator import ClusterState
 
 Scheduler = Callable[[ClusterState], int]
 

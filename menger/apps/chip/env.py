@@ -21,11 +21,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from menger.envs.chip.candidates import candidate_density, candidate_wirelength, normalised_over_legal
-from menger.envs.chip.costs import ProxyCost, proxy_cost
-from menger.envs.chip.incremental import IncrementalCost
-from menger.envs.chip.problem import ChipProblem, load_problem
-from menger.envs.chip.softplace import place_soft_macros
+from menger.apps.chip.candidates import candidate_density, candidate_wirelength, normalised_over_legal
+from menger.apps.chip.costs import ProxyCost, proxy_cost
+from menger.apps.chip.incremental import IncrementalCost
+from menger.apps.chip.problem import ChipProblem, load_problem
+from menger.apps.chip.softplace import place_soft_macros
 
 NO_LEGAL_CELL_REWARD = -4.0
 MACRO_FEATURES = 4  # width / W, height / H, fraction of macros placed, pin count / largest pin count

@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 
-from menger.envs.chip import baselines
-from menger.envs.chip.costs import Layout, ProxyCost, proxy_cost
-from menger.envs.chip.plc import write_plc
-from menger.envs.chip.problem import ChipProblem, load_problem
-from menger.envs.chip.render import draw_placement
-from menger.envs.chip.selection import CheckpointRollouts, summary
+from menger.apps.chip import baselines
+from menger.apps.chip.costs import Layout, ProxyCost, proxy_cost
+from menger.apps.chip.plc import write_plc
+from menger.apps.chip.problem import ChipProblem, load_problem
+from menger.apps.chip.render import draw_placement
+from menger.apps.chip.selection import CheckpointRollouts, summary
 
 METHODS = ("rl", "sa", "greedy", "random")
 RL_PRESET = "chip-ppo"

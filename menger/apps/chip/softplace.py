@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from menger.envs.chip.costs import CostModel, Layout, density_grid
+from menger.apps.chip.costs import CostModel, Layout, density_grid
 
 
 def _net_pull(model: CostModel, layout: Layout) -> tuple[np.ndarray, np.ndarray]:

@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 
-from menger.envs.chip import costs as C
-from menger.envs.chip.candidates import candidate_costs
-from menger.envs.chip.canvas import rectangles_overlap
-from menger.envs.chip.incremental import IncrementalCost
-from menger.envs.chip.problem import ChipProblem
-from menger.envs.chip.softplace import place_soft_macros
+from menger.apps.chip import costs as C
+from menger.apps.chip.candidates import candidate_costs
+from menger.apps.chip.canvas import rectangles_overlap
+from menger.apps.chip.incremental import IncrementalCost
+from menger.apps.chip.problem import ChipProblem
+from menger.apps.chip.softplace import place_soft_macros
 
 FLIPS = (0, 1, 4, 5)  # N, S, FN, FS: orientations that keep the footprint
 

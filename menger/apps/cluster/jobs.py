@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from menger.envs.cluster.config import ClusterConfig
+from menger.apps.cluster.config import ClusterConfig
 
 
 class TraceError(ValueError):

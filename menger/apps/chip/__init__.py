@@ -3,9 +3,9 @@ baselines and commands. Importing this package registers the gymnasium id."""
 
 import gymnasium
 
-from menger.envs.chip.problem import data_path, load_problem
+from menger.apps.chip.problem import data_path, load_problem
 
 __all__ = ["data_path", "load_problem"]
 
 if "ChipPlacement-v0" not in gymnasium.registry:
-    gymnasium.register(id="ChipPlacement-v0", entry_point="menger.envs.chip.env:ChipPlacementEnv")
+    gymnasium.register(id="ChipPlacement-v0", entry_point="menger.apps.chip.env:ChipPlacementEnv")

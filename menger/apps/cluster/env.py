@@ -11,10 +11,10 @@ from __future__ import annotations
 import gymnasium as gym
 from gymnasium import spaces
 
-from menger.envs.cluster.config import ClusterConfig
-from menger.envs.cluster.jobs import read_trace, sample_jobs
-from menger.envs.cluster.observation import ImageEncoder, observation_space, observe
-from menger.envs.cluster.simulator import ClusterSimulator, ClusterState
+from menger.apps.cluster.config import ClusterConfig
+from menger.apps.cluster.jobs import read_trace, sample_jobs
+from menger.apps.cluster.observation import ImageEncoder, observation_space, observe
+from menger.apps.cluster.simulator import ClusterSimulator, ClusterState
 
 
 class ClusterSchedulingEnv(gym.Env):

@@ -7,10 +7,10 @@ import pathlib
 
 import numpy as np
 
-from menger.envs.chip.canvas import Grid
-from menger.envs.chip.costs import CostModel, Layout, ProxyCost
-from menger.envs.chip.netlist import HARD_MACRO, PORT, SOFT_MACRO, STDCELL, Netlist, load_netlist
-from menger.envs.chip.plc import Placement, PlcHeader, load_plc
+from menger.apps.chip.canvas import Grid
+from menger.apps.chip.costs import CostModel, Layout, ProxyCost
+from menger.apps.chip.netlist import HARD_MACRO, PORT, SOFT_MACRO, STDCELL, Netlist, load_netlist
+from menger.apps.chip.plc import Placement, PlcHeader, load_plc
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 

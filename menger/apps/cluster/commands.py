@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from menger.envs.cluster.config import ClusterConfig
-from menger.envs.cluster.heuristics import HEURISTICS, Scheduler, evaluate
-from menger.envs.cluster.observation import ImageEncoder, observe
-from menger.envs.cluster.simulator import ClusterState
+from menger.apps.cluster.config import ClusterConfig
+from menger.apps.cluster.heuristics import HEURISTICS, Scheduler, evaluate
+from menger.apps.cluster.observation import ImageEncoder, observe
+from menger.apps.cluster.simulator import ClusterState
 
 HELD_OUT_SEED = 1_000_000
 DEFAULT_POLICIES = ("sjf", "packer", "random")

@@ -7,7 +7,7 @@ import functools
 
 import numpy as np
 
-from menger.envs.chip.plc import Blockage, PlcHeader
+from menger.apps.chip.plc import Blockage, PlcHeader
 
 _EPS = 1e-6
 

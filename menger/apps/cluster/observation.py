@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from menger.envs.cluster.config import ClusterConfig
-from menger.envs.cluster.placement import NO_FIT
-from menger.envs.cluster.simulator import ClusterState
+from menger.apps.cluster.config import ClusterConfig
+from menger.apps.cluster.placement import NO_FIT
+from menger.apps.cluster.simulator import ClusterState
 
 
 class ImageEncoder:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from menger.envs.chip.env import GRID_MAPS
+from menger.apps.chip.env import GRID_MAPS
 
 
 class ChipPolicyNet(nn.Module):

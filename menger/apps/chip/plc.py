@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 
-from menger.envs.chip.netlist import ORIENTATIONS, read_text
+from menger.apps.chip.netlist import ORIENTATIONS, read_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +130,7 @@ def load_plc(path: str | pathlib.Path) -> Placement:
 
 def format_header(header: PlcHeader) -> list[str]:
     lines = [
-        "# Placement file for Circuit Training (written by menger.envs.chip)",
+        "# Placement file for Circuit Training (written by menger.apps.chip)",
         f"# Columns : {header.columns}  Rows : {header.rows}",
         f"# Width : {header.width!r}  Height : {header.height!r}",
     ]

@@ -17,8 +17,8 @@ import functools
 
 import numpy as np
 
-from menger.envs.chip.netlist import HARD_MACRO, MACRO_PIN, ORIENTATION_MATRICES, ROTATED, SOFT_MACRO, STDCELL, Netlist
-from menger.envs.chip.plc import PlcHeader
+from menger.apps.chip.netlist import HARD_MACRO, MACRO_PIN, ORIENTATION_MATRICES, ROTATED, SOFT_MACRO, STDCELL, Netlist
+from menger.apps.chip.plc import PlcHeader
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,9 +16,9 @@ import threading
 
 import numpy as np
 
-from menger.envs.chip.costs import Layout, ProxyCost
-from menger.envs.chip.env import ChipPlacementEnv
-from menger.envs.chip.problem import ChipProblem
+from menger.apps.chip.costs import Layout, ProxyCost
+from menger.apps.chip.env import ChipPlacementEnv
+from menger.apps.chip.problem import ChipProblem
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from menger.envs.cluster.config import ClusterConfig
-from menger.envs.cluster.jobs import JobSet
-from menger.envs.cluster.placement import NO_FIT, earliest_offset, earliest_offsets
+from menger.apps.cluster.config import ClusterConfig
+from menger.apps.cluster.jobs import JobSet
+from menger.apps.cluster.placement import NO_FIT, earliest_offset, earliest_offsets
 
 NOT_DONE = np.iinfo(np.int64).max
 

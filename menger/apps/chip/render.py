@@ -10,8 +10,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from menger.envs.chip import costs as C
-from menger.envs.chip.problem import ChipProblem
+from menger.apps.chip import costs as C
+from menger.apps.chip.problem import ChipProblem
 
 
 def draw_placement(problem: ChipProblem, layout: C.Layout, path: str | pathlib.Path, title: str = "") -> pathlib.Path:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from menger.envs.chip import costs as C
-from menger.envs.chip.incremental import IncrementalCost
+from menger.apps.chip import costs as C
+from menger.apps.chip.incremental import IncrementalCost
 
 
 def cell_centres(model: C.CostModel, cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

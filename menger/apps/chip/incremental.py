@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from menger.envs.chip import costs as C
-from menger.envs.chip.netlist import HARD_MACRO
+from menger.apps.chip import costs as C
+from menger.apps.chip.netlist import HARD_MACRO
 
 
 class IncrementalCost:
