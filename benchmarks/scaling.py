@@ -42,7 +42,7 @@ from menger.params import SharedParameters  # noqa: E402
 PRESET = "cartpole-impala"
 STARTUP_S = {"processes": 3.0, "ray": 15.0}  # default allowance before the first learned frame, per launcher
 SHARED = ["log.tensorboard=false", "log.progress=false", "log.interval_s=0.5", "checkpoint.interval_s=0",
-          "runtime.learner_threads=1", "stop.target_return=null", "stop.env_frames=1000000000"]
+          "runtime.learner.threads=1", "stop.target_return=null", "stop.env_frames=1000000000"]
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def run_records(launcher: str, inference: str, actors: int, wall_s: float, run_d
                 extra: list[str]) -> list[dict]:
     """Train for `wall_s` and read the run's metric records back."""
     train(PRESET, [*SHARED, f"runtime.launcher={launcher}", f"runtime.actors={actors}",
-                   f"runtime.inference={inference}", f"stop.wall_clock_s={wall_s}", *extra], run_dir=str(run_dir))
+                   f"runtime.inference.mode={inference}", f"stop.wall_clock_s={wall_s}", *extra], run_dir=str(run_dir))
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
 
 

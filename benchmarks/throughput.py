@@ -54,7 +54,7 @@ CASES = {
     # (gather, publish, pipe messages) small while the policy lag stays at one version.
     "cartpole": Case("CartPole-v1", "cartpole-impala", 20.0,
                      ("runtime.actors=1", "runtime.envs_per_actor=768", "runtime.unroll_length=16",
-                      "runtime.batch_unrolls=2", "runtime.slots_per_actor=2")),
+                      "runtime.coordination.batch_unrolls=2", "runtime.coordination.slots_per_actor=2")),
     "pong": Case("ALE Pong", "pong-impala", 60.0),
 }
 
@@ -169,7 +169,7 @@ def bench_case(case: Case, overrides: list[str], seconds: float, seeds: int, cei
     return {
         "env": case.label, "preset": case.preset, "overrides": overrides, "seconds": seconds,
         "actors": rt.actors, "envs_per_actor": rt.envs_per_actor, "unroll_length": rt.unroll_length,
-        "batch_unrolls": rt.batch_unrolls or rt.actors, "ceiling_processes": rt.actors,
+        "batch_unrolls": rt.coordination.batch_unrolls or rt.actors, "ceiling_processes": rt.actors,
         "ceilings": median_ceilings, "training_env_steps_per_s": median_training,
         "ratio": statistics.median(run["ratio"] for run in runs), "runs": runs,
     }

@@ -9,10 +9,10 @@ import torch
 
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import from_dict, load_yaml
-from menger.experiment import ExperimentConfig, load_experiment
+from menger.experiment import ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, MultiLogger, TensorBoardLogger, TerminalProgress
-from menger.runtime import Trainer, TrainResult
+from menger.runtime import MetricsWriter, Trainer, TrainResult
 
 RunResult = TrainResult
 
@@ -28,14 +28,18 @@ def _loggers(config: ExperimentConfig, run_dir: Path):
     return MultiLogger(*loggers)
 
 
-def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False) -> TrainResult:
+def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
+                   observers=()) -> TrainResult:
+    """Train `config` into `run_dir` (or continue it: `resume`); `observers` get the trainer's hooks
+    (`menger.runtime.Observer`)."""
+    trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
+                      observers=observers)  # refuses coordination that can never fill a batch, before any file
     run_dir.mkdir(parents=True, exist_ok=True)
     logger = _loggers(config, run_dir)
     display = TerminalProgress(config.name, target_return=config.stop.target_return,
                                total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
         if progress else None
-    trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime.launcher, ray_address=config.runtime.ray_address), loggers=[logger],
-                      progress=display, resume=resume)
+    trainer.observers += [MetricsWriter(logger)] + ([MetricsWriter(display)] if display is not None else [])
     try:
         return trainer.run()
     finally:
@@ -45,11 +49,11 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
 
 
 def train(config: str | dict | ExperimentConfig, overrides: list[str] = (), run_dir: str | None = None,
-          progress: bool = False) -> TrainResult:
+          progress: bool = False, observers=()) -> TrainResult:
     """Train a preset name, a YAML path, a dict or a config; returns the run directory and final metrics."""
     cfg = config if isinstance(config, ExperimentConfig) else load_experiment(config, list(overrides))
     path = Path(run_dir) if run_dir else default_run_dir(cfg)
-    return run_experiment(cfg, path, progress=progress)
+    return run_experiment(cfg, path, progress=progress, observers=observers)
 
 
 def load_run_config(run_dir: str | Path) -> ExperimentConfig:
@@ -57,17 +61,18 @@ def load_run_config(run_dir: str | Path) -> ExperimentConfig:
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a Menger run directory (no config.yaml); give the directory "
                                 "that `menger train` printed")
-    return from_dict(ExperimentConfig, load_yaml(path))
+    return from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(path)))  # runs of earlier versions too
 
 
-def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = False) -> TrainResult:
+def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = False, observers=()) -> TrainResult:
     """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one)."""
     from menger.config import apply_overrides, to_dict
 
     cfg = load_run_config(run_dir)
     if overrides:
-        cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), list(overrides)))
-    return run_experiment(cfg, Path(run_dir), resume=True, progress=progress)
+        overrides = [migrate_legacy_override(o) for o in overrides]
+        cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
+    return run_experiment(cfg, Path(run_dir), resume=True, progress=progress, observers=observers)
 
 
 class Policy:

@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 def _train_overrides(args) -> list[str]:
     flags = {"runtime.launcher": args.launcher, "runtime.actors": args.actors,
              "runtime.envs_per_actor": args.envs_per_actor, "runtime.seed": args.seed,
-             "runtime.learners": args.learners, "runtime.ray_address": args.address}
+             "runtime.learner.count": args.learners, "runtime.ray.address": args.address}
     return list(args.overrides) + [f"{k}={v}" for k, v in flags.items() if v is not None]
 
 

@@ -1,18 +1,18 @@
-"""Role interfaces and the shared types that travel between them.
+"""The contracts the runtime runs on, and the small types that travel between its roles.
 
-Each role is documented with the loop that drives it. Nothing here imports torch.distributed, Ray or a
+Each contract is documented with the loop that drives it. Nothing here imports torch.distributed, Ray or a
 launcher: roles are placed by a launcher (threads, processes, Ray) without knowing which one.
 
 The data path, one lap::
 
-    env --obs--> Actor (batched inference on cached params) --action--> env   (T steps x B envs)
-    Actor --Unroll(slot, UnrollMeta)--> transport --> Learner (loss, optimizer step, version += 1)
-    Learner --params(version)--> ParameterServer --> Actors copy only when the version moved
+    env --obs--> Actor (ActionSource: its cached params, or a central service) --action--> env   (T steps x B envs)
+    Actor --(slot, UnrollMeta)--> Transport --> Coordinator.accept --> Coordinator.take_batch --> Learner.update
+    Learner --params(version)--> ParameterSink --> ParameterSource --> actors copy only when the version moved
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,14 @@ class UnrollMeta:
     env_stats: tuple[tuple[str, int], ...] = field(default=())
 
 
+# ----- parameters -----------------------------------------------------------------------------------------------
 class ParameterSource(Protocol):
-    """Where actors get parameters (acme's VariableSource).
+    """Where actors get parameters (acme's VariableSource): `SharedParameters` on a host, a node cache on Ray.
 
-    Loop::
+    Loop (`LocalActions.refresh`, before each unroll)::
 
-        if source.version() > my_version:
-            my_version = source.read_into(my_model)
+        if source.version() != my_version:
+            my_version = source.read_into(my_model)     # a whole version, never a half-written one
     """
 
     def version(self) -> int: ...
@@ -48,43 +49,68 @@ class ParameterSource(Protocol):
 
 
 class ParameterSink(Protocol):
-    """Where the learner publishes: `publish(module, version)` after each optimizer step."""
+    """Where the learner publishes (the transport forwards to its parameter server).
+
+    Loop (`Trainer`, after each optimizer step)::
+
+        sink.publish(learner.policy, learner_version)   # once per version; readers copy it when they need it
+    """
 
     def publish(self, module, version: int) -> None: ...
 
 
-class ActorRole(Protocol):
-    """Steps B envs for T steps per unroll with batched local inference, and emits tagged unrolls.
+# ----- the actor's side -----------------------------------------------------------------------------------------
+class ActionSource(Protocol):
+    """Where an actor's actions come from: its own cached parameters, or a central inference service (SEED RL).
 
-    Loop::
+    Loop (`Actor.unroll`)::
 
-        while running:
-            slot = port.acquire()                      # a free unroll slot (back-pressure)
-            pull params if their version moved          # sync mode: wait for the newest
-            for t in range(T): act on B envs, write into slot
-            port.submit(slot, UnrollMeta(...))
+        version = source.refresh()                 # the version this unroll's actions come from (a lower bound)
+        for t in range(T):
+            out = source.act(obs_t, state)         # action [B], logp [B], next state: all B envs at once
     """
 
-    def run(self) -> None: ...
+    def refresh(self) -> int: ...
+
+    def act(self, obs, state) -> Any: ...
 
 
-class LearnerRole(Protocol):
-    """Turns batches of unrolls into parameter updates.
+class ActorPort(Protocol):
+    """What one unroll needs from the transport: slots to write into, parameters, a place to show liveness.
 
-    Loop::
+    Loop (`Actor.unroll(slot)`)::
 
-        batch = coordinator.next_batch()     # sync: one unroll per actor, all on the newest version
-        stats = learner.update(batch)        # pure losses + optimizer step
-        server.publish(learner.model, learner.version)
+        view = port.slot(slot)                     # tensors in shared memory (or a local buffer Ray copies out)
+        for t in range(T): ... write step t into view ...; port.beat(actor_id, frames_so_far)
+        # port.params is the ParameterSource the actor's ActionSource reads
     """
 
-    def update(self, batch) -> dict[str, float]: ...
+    params: ParameterSource
 
-    def state_dict(self) -> dict: ...
+    def slot(self, index: int) -> dict: ...
 
-    def load_state_dict(self, state: dict) -> None: ...
+    def num_slots(self) -> int: ...
+
+    def beat(self, actor_id: int, frames_in_unroll: int) -> None: ...
 
 
+class GrantedPort(ActorPort, Protocol):
+    """An ActorPort for actors that run their own loop (threads and processes launchers).
+
+    Loop (`Actor.run`)::
+
+        while (slot := port.wait_for_grant(actor_id, actor.snapshot, timeout_s)) is not None:
+            port.submit(slot, actor.unroll(slot))  # only (slot, UnrollMeta) crosses to the learner
+
+    On Ray there is no such loop: the transport calls `actor.unroll(slot)` once per remote call.
+    """
+
+    def wait_for_grant(self, actor_id: int, snapshot: Callable[[], dict], timeout_s: float) -> int | None: ...
+
+    def submit(self, slot: int, meta: UnrollMeta) -> None: ...
+
+
+# ----- the learner's side ---------------------------------------------------------------------------------------
 class ActorHandle(Protocol):
     """A launched actor, whatever runs it (a thread, a process, a Ray actor)."""
 
@@ -95,11 +121,148 @@ class ActorHandle(Protocol):
     def join(self, timeout: float) -> None: ...
 
 
+class Transport(ParameterSink, Protocol):
+    """The trainer's link to its actors; bulk data stays where it was written, only slots and tags travel.
+
+    Loop (`Trainer.run`)::
+
+        handle = transport.start_actor(actor_id, actor_kwargs)   # a thread, a process or a Ray actor
+        transport.grant(actor_id, slot)                          # the actor may fill `slot` (False: it is gone)
+        for actor_id, message in transport.receive(timeout):     # ("unroll", slot, meta) | ("error", text, tb)
+            ...                                                  # | ("snapshot", state)
+        batch = transport.gather(slots)                          # accepted unrolls as one batch [T, S*B, ...]
+        transport.publish(policy, version)                       # actors pull it when their version is older
+        transport.silent_for(actor_id); transport.frames_in_flight(actor_id)   # liveness; what a death loses
+        transport.drain(actor_id); transport.release(actor_id)   # a lost incarnation's last words, then its link
+    """
+
+    def start_actor(self, actor_id: int, actor_kwargs: dict) -> ActorHandle: ...
+
+    def grant(self, actor_id: int, slot: int) -> bool: ...
+
+    def receive(self, timeout: float) -> list[tuple[int, tuple]]: ...
+
+    def drain(self, actor_id: int) -> list[tuple]: ...
+
+    def request_snapshot(self, actor_id: int) -> None: ...
+
+    def silent_for(self, actor_id: int) -> float: ...
+
+    def frames_in_flight(self, actor_id: int) -> int: ...
+
+    def release(self, actor_id: int) -> None: ...
+
+    def gather(self, slots: list[int]) -> dict: ...
+
+    def metrics(self) -> dict: ...
+
+    def shutdown(self, handles: list) -> None: ...
+
+
+class InferenceBackend(Protocol):
+    """The learner's side of `runtime.inference`: nothing (local) or a running central service.
+
+    Use (`Trainer`)::
+
+        service = launcher.start_inference(...)          # after the first publish
+        transport.start_actor(i, {..., **service.actor_kwargs()})   # how actor i reaches it
+        metrics.update(service.metrics())                # per log interval
+        service.close()                                  # after the actors stopped
+    """
+
+    def actor_kwargs(self) -> dict: ...
+
+    def metrics(self) -> dict: ...
+
+    def close(self) -> None: ...
+
+
 class Launcher(Protocol):
-    """Places actors; the experiment does not know which launcher runs it."""
+    """Places actors and owns how they are reached; the experiment does not know which launcher runs it.
+
+    Use (`Trainer._setup`)::
+
+        transport = launcher.make_transport(spec, policy, slots_per_actor)   # pipes + shared memory, or Ray refs
+        inference = launcher.start_inference(policy, transport, device)      # per runtime.inference
+        torch.set_num_threads(cores - launcher.local_actors)                 # actors that share the learner's cores
+        ... transport.start_actor(...) calls launcher.start_actor(target, kwargs) ...
+        launcher.shutdown()
+    """
 
     name: str
+    local_actors: int
+
+    def make_transport(self, spec, policy, slots_per_actor: int) -> Transport: ...
+
+    def start_inference(self, policy, transport: Transport, device) -> InferenceBackend: ...
 
     def start_actor(self, target, kwargs: dict) -> ActorHandle: ...
 
     def shutdown(self) -> None: ...
+
+
+# ----- coordination ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verdict:
+    """What the coordinator made of one unroll tag.
+
+    `reason` names why it was dropped (`stale_incarnation`, `duplicate`, `policy_lag`), None when accepted;
+    `delivered` is True when the unroll is new work of the actor's live incarnation (the supervisor's sign of
+    health), even if it was then dropped for its policy lag.
+    """
+
+    accepted: bool
+    reason: str | None = None
+    delivered: bool = False
+
+
+@dataclass
+class Batch:
+    """A learner batch: the gathered tensors [T, columns, ...] and the tags of the unrolls in it."""
+
+    data: dict
+    metas: list[UnrollMeta]
+    lags: list[int]
+
+    @property
+    def frames(self) -> int:
+        return sum(meta.frames for meta in self.metas)
+
+
+class Coordinator(Protocol):
+    """The rules between actors and learner: who may fill which slot, which unrolls count, when a batch is ready.
+
+    Loop (`Trainer.run`)::
+
+        for actor_id, slot in coordinator.grants(): transport.grant(actor_id, slot)  # else grant_failed(...)
+        for actor_id, ("unroll", slot, meta) in transport.receive(timeout):
+            verdict = coordinator.accept(slot, meta)       # accepted, or dropped with its reason
+        if coordinator.batch_ready():
+            batch = coordinator.take_batch(transport.gather)
+            learner.update(batch); publish(version); coordinator.published(version)
+
+    The supervisor tells it about incarnations: `actor_started`, `actor_lost` (its granted slots come back),
+    `actor_given_up`. `SyncCoordinator` (PPO) grants after each publish; `AsyncCoordinator` (IMPALA, APPO) as
+    slots free up; a replay coordinator inserts accepted unrolls into a table and makes a batch ready when its
+    rate limiter lets a sample through. Each checks its flow-control arithmetic when built.
+    """
+
+    slots_per_actor: int
+
+    def actor_started(self, actor_id: int, incarnation: int) -> None: ...
+
+    def actor_lost(self, actor_id: int) -> None: ...
+
+    def actor_given_up(self, actor_id: int) -> None: ...
+
+    def grants(self) -> list[tuple[int, int]]: ...
+
+    def grant_failed(self, actor_id: int, slot: int) -> None: ...
+
+    def accept(self, slot: int, meta: UnrollMeta) -> Verdict: ...
+
+    def batch_ready(self) -> bool: ...
+
+    def take_batch(self, gather: Callable[[list[int]], dict]) -> Batch: ...
+
+    def published(self, version: int) -> None: ...

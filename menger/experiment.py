@@ -5,12 +5,15 @@ An experiment file (YAML) is a mapping with these sections; every key is optiona
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional
 
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml
+
+log = logging.getLogger("menger.config")
 
 
 @dataclass(frozen=True)
@@ -75,39 +78,95 @@ class VTraceConfig:
 
 
 @dataclass(frozen=True)
-class RuntimeConfig:
-    launcher: Literal["threads", "processes", "ray"] = field(
-        "processes", doc="where actors run: threads or processes on this host, or Ray actors (pip install menger-rl[ray])")
-    ray_address: Optional[str] = field(
-        None, doc="ray: 'auto' or HOST:PORT joins a running cluster; unset starts a local Ray instance for the run")
-    ray_actor_cpus: float = field(1.0, min=0.0, doc="ray: CPUs each actor requests")
-    ray_actor_gpus: float = field(0.0, min=0.0, doc="ray: GPUs each actor requests")
-    actors: int = field(2, min=1, doc="number of actors")
-    envs_per_actor: int = field(16, min=1, doc="B: envs each actor steps as one batch")
-    unroll_length: int = field(32, min=1, doc="T: steps per unroll")
-    coordination: Literal["auto", "sync", "async"] = field(
+class RayConfig:
+    """How the ray launcher places actors (read by `menger.launch.ray` only)."""
+
+    address: Optional[str] = field(
+        None, doc="'auto' or HOST:PORT joins a running cluster; unset starts a private local Ray instance for the run")
+    actor_cpus: float = field(1.0, min=0.0, doc="CPUs each actor requests")
+    actor_gpus: float = field(0.0, min=0.0, doc="GPUs each actor requests")
+
+
+@dataclass(frozen=True)
+class CoordinationConfig:
+    """Which unrolls the learner takes and when a batch is ready (read by `menger.coordinator` only)."""
+
+    mode: Literal["auto", "sync", "async"] = field(
         "auto", doc="sync: every unroll of an update acted with the newest params; async: actors never wait on the "
         "learner. auto: sync for ppo, async for impala/appo")
     max_policy_lag: int = field(8, min=0, doc="async: unrolls older than this many versions are dropped and counted")
     slots_per_actor: int = field(2, min=1, doc="async: unroll slots in flight per actor (back-pressure bound)")
     batch_unrolls: int = field(0, min=0, doc="async: unrolls per learner batch; 0 = one per actor")
-    device: Literal["auto", "cpu", "cuda"] = field("auto", doc="learner device; auto = cuda when present")
-    amp: bool = field(False, doc="mixed precision (bf16 autocast) in the learner")
-    learner_threads: int = field(0, min=0, doc="torch threads of the learner; 0 = cores minus local actors, at least 1")
+
+
+@dataclass(frozen=True)
+class SupervisionConfig:
+    """When an actor counts as dead or stalled, and how often it is restarted (read by the ActorSupervisor)."""
+
     heartbeat_timeout_s: float = field(20.0, min=0.1, doc="an actor silent this long is replaced")
     startup_grace_s: float = field(120.0, min=0.1, doc="time an actor gets to start before heartbeats count")
     no_actor_deadline_s: float = field(60.0, min=0.1, doc="with no actor alive this long, training stops with an error")
     max_restarts: int = field(20, min=0, doc="restarts in a row (without a delivered unroll) before an actor is given up")
-    seed: int = field(0, doc="seed of everything")
-    learners: int = field(1, min=1, doc="data-parallel learners (torch.distributed: gloo on CPU, nccl on GPUs); each "
-                          "takes a share of every batch's unrolls and gradients are averaged")
-    collective_timeout_s: float = field(120.0, min=1.0, doc="learners > 1: deadline of every collective; a learner "
-                                        "silent this long ends the run with an error")
-    inference: Literal["local", "central"] = field(
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """Where actors' actions come from (read by the launcher's inference service)."""
+
+    mode: Literal["local", "central"] = field(
         "local", doc="local: actors act on their cached params; central (SEED RL): actors send observations to one "
         "batched inference service on the learner's device")
-    inference_batch: int = field(0, min=0, doc="central: most actor requests in one forward; 0 = all actors")
-    inference_timeout_ms: float = field(2.0, min=0.0, doc="central: longest wait for more requests after the first")
+    batch: int = field(0, min=0, doc="central: most actor requests in one forward; 0 = all actors")
+    timeout_ms: float = field(2.0, min=0.0, doc="central: longest wait for more requests after the first")
+
+
+@dataclass(frozen=True)
+class LearnerResources:
+    """The learner's devices, threads and data-parallel ranks (read by `menger.learners`)."""
+
+    device: Literal["auto", "cpu", "cuda"] = field("auto", doc="learner device; auto = cuda when present")
+    amp: bool = field(False, doc="mixed precision (bf16 autocast) in the learner")
+    threads: int = field(0, min=0, doc="torch threads of the learner; 0 = cores minus local actors, at least 1")
+    count: int = field(1, min=1, doc="data-parallel learners (torch.distributed: gloo on CPU, nccl on GPUs); each "
+                       "takes a share of every batch's unrolls and gradients are averaged")
+    collective_timeout_s: float = field(120.0, min=1.0, doc="count > 1: deadline of every collective; a learner "
+                                        "silent this long ends the run with an error")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """The actor fleet (what the launcher places) and one section per runtime component."""
+
+    launcher: Literal["threads", "processes", "ray"] = field(
+        "processes", doc="where actors run: threads or processes on this host, or Ray actors (pip install menger-rl[ray])")
+    actors: int = field(2, min=1, doc="number of actors")
+    envs_per_actor: int = field(16, min=1, doc="B: envs each actor steps as one batch")
+    unroll_length: int = field(32, min=1, doc="T: steps per unroll")
+    seed: int = field(0, doc="seed of everything")
+    ray: RayConfig = field(default_factory=RayConfig, doc="ray launcher: cluster address and actor resources")
+    coordination: CoordinationConfig = field(default_factory=CoordinationConfig,
+                                             doc="sync or async, policy lag, slots and batch size")
+    supervision: SupervisionConfig = field(default_factory=SupervisionConfig,
+                                           doc="heartbeats, restarts and the no-actor deadline")
+    inference: InferenceConfig = field(default_factory=InferenceConfig, doc="local or central (SEED RL) inference")
+    learner: LearnerResources = field(default_factory=LearnerResources,
+                                      doc="learner device, threads and data-parallel ranks")
+
+
+# Where each key of the flat `runtime` section of earlier versions lives now. Run directories written by those
+# versions keep loading, and old experiment files and --set overrides keep working, with a warning naming the new key.
+LEGACY_RUNTIME_KEYS = {
+    "ray_address": "ray.address", "ray_actor_cpus": "ray.actor_cpus", "ray_actor_gpus": "ray.actor_gpus",
+    "max_policy_lag": "coordination.max_policy_lag", "slots_per_actor": "coordination.slots_per_actor",
+    "batch_unrolls": "coordination.batch_unrolls",
+    "heartbeat_timeout_s": "supervision.heartbeat_timeout_s", "startup_grace_s": "supervision.startup_grace_s",
+    "no_actor_deadline_s": "supervision.no_actor_deadline_s", "max_restarts": "supervision.max_restarts",
+    "inference_batch": "inference.batch", "inference_timeout_ms": "inference.timeout_ms",
+    "device": "learner.device", "amp": "learner.amp", "learner_threads": "learner.threads",
+    "learners": "learner.count", "collective_timeout_s": "learner.collective_timeout_s",
+}
+# Keys that were strings and are sections now: a plain value is the section's `mode`.
+LEGACY_MODE_KEYS = {"coordination": "coordination.mode", "inference": "inference.mode"}
 
 
 @dataclass(frozen=True)
@@ -149,11 +208,32 @@ class ExperimentConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig, doc="checkpoints")
     log: LogConfig = field(default_factory=LogConfig, doc="metrics and progress")
 
+    def __post_init__(self):
+        learners = self.runtime.learner.count
+        if learners > 1:  # every learner needs a column per minibatch, or the ranks would take different step counts
+            smallest = self.batch_columns // learners
+            minibatches = self.ppo.minibatches if self.algo == "ppo" else self.vtrace.minibatches
+            needed = minibatches if (self.algo != "ppo" or self.model.lstm_size) else 1
+            if smallest < needed:
+                raise ConfigError(
+                    f"runtime.learner.count={learners} leaves a learner {smallest} unroll column(s) of a "
+                    f"{self.batch_columns}-column batch, fewer than the {needed} minibatch(es) it must step on; use "
+                    "fewer learners, more runtime.envs_per_actor or a larger runtime.coordination.batch_unrolls")
+
     @property
     def coordination(self) -> str:
-        if self.runtime.coordination != "auto":
-            return self.runtime.coordination
+        """The resolved coordination mode: 'sync' or 'async'."""
+        mode = self.runtime.coordination.mode
+        if mode != "auto":
+            return mode
         return "sync" if self.algo == "ppo" else "async"
+
+    @property
+    def batch_columns(self) -> int:
+        """Unroll columns (envs) in one learner batch: an unroll of every actor (sync), or `batch_unrolls` (async)."""
+        rt = self.runtime
+        unrolls = rt.actors if self.coordination == "sync" else (rt.coordination.batch_unrolls or rt.actors)
+        return unrolls * rt.envs_per_actor
 
 
 def preset_dir() -> Path:
@@ -187,8 +267,67 @@ def load_experiment_data(source: str | dict, overrides: list[str] = ()) -> dict:
         elif not path.exists():
             raise ConfigError(f"experiment file {str(path)!r} does not exist")
         data = load_yaml(path)
-    return apply_overrides(data, list(overrides))
+    return apply_overrides(migrate_legacy_keys(data), [migrate_legacy_override(o) for o in overrides])
 
 
 def load_experiment(source: str | dict, overrides: list[str] = ()) -> ExperimentConfig:
     return from_dict(ExperimentConfig, load_experiment_data(source, overrides))
+
+
+def _warn_moved(old: str, new: str) -> None:
+    log.warning("config key '%s' has moved to '%s'; the old name still works, but write the new one", old, new)
+
+
+def _moved_provider_modules() -> dict[str, str]:
+    """Module paths of earlier versions: the env providers (the applications) lived at `menger.envs.NAME`; each
+    now lives where its `menger.env_providers` entry point says."""
+    from importlib.metadata import entry_points
+
+    return {f"menger.envs.{entry.name}": entry.value.split(":")[0]
+            for entry in entry_points(group="menger.env_providers")}
+
+
+def _migrate_module(value, moved: dict[str, str]):
+    if isinstance(value, str):
+        for old, new in moved.items():
+            if value == old or value.startswith((old + ".", old + ":")):
+                return new + value[len(old):]
+    return value
+
+
+def migrate_legacy_keys(data: dict) -> dict:
+    """Experiment data with the keys and module paths of earlier versions moved to where they live now: the flat
+    `runtime` keys into their sections (see the table), the applications' modules out of `menger.envs`."""
+    data = dict(data)
+    for section, key in (("env", "id"), ("model", "network")):
+        value = data.get(section, {}).get(key) if isinstance(data.get(section), dict) else None
+        if isinstance(value, str) and value.startswith("menger.envs."):
+            data[section] = {**data[section], key: _migrate_module(value, _moved_provider_modules())}
+    runtime = data.get("runtime")
+    if not isinstance(runtime, dict):
+        return data
+    runtime = dict(runtime)
+    for old, new in {**LEGACY_MODE_KEYS, **LEGACY_RUNTIME_KEYS}.items():  # modes first: they become sections
+        if old not in runtime or (old in LEGACY_MODE_KEYS and isinstance(runtime[old], dict)):
+            continue
+        section, key = new.split(".")
+        value = runtime.pop(old)  # for a mode key, `old` is the section's own name
+        if not isinstance(runtime.get(section, {}), dict):
+            runtime[old] = value
+            continue  # a malformed section: from_dict names it
+        runtime[section] = {**runtime.get(section, {}), key: value}
+        _warn_moved(f"runtime.{old}", f"runtime.{new}")
+    return {**data, "runtime": runtime}
+
+
+def migrate_legacy_override(override: str) -> str:
+    """`runtime.OLD=value` -> `runtime.NEW=value` for the keys in the table; anything else unchanged."""
+    dotted, separator, value = override.partition("=")
+    names = dotted.strip().split(".")
+    if not separator or len(names) != 2 or names[0] != "runtime":
+        return override
+    new = LEGACY_RUNTIME_KEYS.get(names[1]) or LEGACY_MODE_KEYS.get(names[1])
+    if new is None:
+        return override
+    _warn_moved(dotted.strip(), f"runtime.{new}")
+    return f"runtime.{new}={value}"

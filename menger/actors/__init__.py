@@ -1,4 +1,4 @@
-"""Actors: step B envs with batched local inference on cached parameters and emit tagged unrolls."""
-from menger.actors.actor import Actor, ActorLinks, run_actor
+"""Actors: step B envs with batched inference on cached parameters and emit tagged unrolls."""
+from menger.actors.actor import Actor, make_actor, run_actor
 
-__all__ = ["Actor", "ActorLinks", "run_actor"]
+__all__ = ["Actor", "make_actor", "run_actor"]

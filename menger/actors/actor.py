@@ -13,102 +13,21 @@ In sync mode the learner grants a slot only after publishing new parameters, so 
 acted with the newest parameters. In async mode an actor holds `slots_per_actor` grants and never waits for
 an update. Messages are tiny tuples; the unroll itself stays in shared memory.
 
-The actor talks to the learner only through its *port* (`ActorPort`): the local one (`ActorLinks`: a pipe,
-shared-memory slots, `SharedParameters`) or Ray's (`menger.transport.ray`), so the same `Actor` runs under
-every launcher. A Ray actor is driven one `Actor.unroll` per remote call instead of by `Actor.run`.
+The actor talks to the learner only through its *port* (`menger.core.ActorPort`): the local one
+(`menger.transport.local.ActorLinks`: a pipe, shared-memory slots, `SharedParameters`) or Ray's
+(`menger.transport.ray.RayPort`), so the same `Actor` runs under every launcher. A Ray actor is driven one
+`Actor.unroll` per remote call instead of by `Actor.run`. Its actions come from an `ActionSource`: its own
+cached parameters (`LocalActions`), or a central inference service's client (`runtime.inference.mode: central`).
 """
 from __future__ import annotations
-
-import os
-import time
-from dataclasses import dataclass
-from typing import Any, Callable, Protocol
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from menger.core import UnrollMeta
-from menger.inference import ActionSource, CentralActions, LocalActions
+from menger.core import ActionSource, ActorPort, GrantedPort, UnrollMeta
+from menger.inference.source import LocalActions
 from menger.models import build_policy
-
-
-class Superseded(RuntimeError):
-    """This incarnation was replaced; it must not touch shared state any more."""
-
-
-class LearnerGone(RuntimeError):
-    """The learner stopped answering: the actor exits instead of waiting forever."""
-
-
-class ActorPort(Protocol):
-    """What an actor needs from its transport: slots to write unrolls into, parameters, a place to show liveness."""
-
-    params: Any  # a ParameterSource: version(), read_into(module)
-
-    def slot(self, index: int) -> dict[str, torch.Tensor]: ...
-
-    def num_slots(self) -> int: ...
-
-    def beat(self, actor_id: int, frames_in_unroll: int) -> None: ...
-
-
-@dataclass
-class ActorLinks:
-    """The local port: shared memory and a private pipe to the learner (threads and processes launchers)."""
-
-    buffers: Any          # UnrollBuffers
-    params: Any           # SharedParameters
-    conn: Any             # multiprocessing Connection (duplex) to the learner
-    heartbeat: torch.Tensor  # float64 [num_actors]: wall time of each actor's last sign of life
-    progress: torch.Tensor   # int64 [num_actors]: frames written into the current, unfinished unroll
-    stop: torch.Tensor       # uint8 [1]: set by the learner at shutdown
-    parent_pid: int | None = None  # processes launcher: exit when the learner process is gone
-    generation: torch.Tensor | None = None  # int64 [num_actors]: the current incarnation's start count, per actor
-    my_generation: int = 0
-
-    def __post_init__(self):
-        self._heartbeat, self._progress = self.heartbeat.numpy(), self.progress.numpy()  # cheap per-step writes
-        self._generation = self.generation.numpy() if self.generation is not None else None
-
-    def slot(self, index: int) -> dict[str, torch.Tensor]:
-        return self.buffers.slot(index)
-
-    def num_slots(self) -> int:
-        return self.buffers.num_slots
-
-    def beat(self, actor_id: int, frames_in_unroll: int) -> None:
-        """Sign of life; also the fence: an incarnation that has been replaced (a stalled thread that woke up,
-        which cannot be killed) stops here, before it writes into slots that now belong to its successor."""
-        if self._generation is not None and self._generation[actor_id] != self.my_generation:
-            raise Superseded(f"actor {actor_id}: replaced by a newer incarnation while stalled; stopping")
-        self._heartbeat[actor_id] = time.time()
-        self._progress[actor_id] = frames_in_unroll
-
-    def submit(self, slot: int, meta: UnrollMeta) -> None:
-        self.conn.send(("unroll", slot, meta))
-
-    def wait_for_grant(self, actor_id: int, snapshot: Callable[[], dict], timeout_s: float) -> int | None:
-        """Block until the learner grants a slot; answer snapshot requests; never wait without a deadline."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.heartbeat[actor_id] = time.time()
-            if self.stop[0]:
-                return None
-            if self.conn.poll(0.05):
-                message = self.conn.recv()
-                if message[0] == "grant":
-                    return message[1]
-                if message[0] == "snapshot":
-                    self.conn.send(("snapshot", snapshot()))
-                elif message[0] == "stop":
-                    return None
-                deadline = time.monotonic() + timeout_s
-            elif time.monotonic() > deadline or self._learner_process_gone():
-                raise LearnerGone(f"actor {actor_id}: no word from the learner for {timeout_s:.0f} s")
-
-    def _learner_process_gone(self) -> bool:
-        return self.parent_pid is not None and os.getppid() != self.parent_pid
 
 
 class Actor:
@@ -137,11 +56,12 @@ class Actor:
     # ----- the loop ------------------------------------------------------------------------
     def run(self) -> None:
         """The local loop: wait for a grant, fill the slot, hand it back (the port's pipe)."""
+        port: GrantedPort = self.port
         while True:
-            slot = self.port.wait_for_grant(self.actor_id, self.snapshot, self.learner_timeout_s)
+            slot = port.wait_for_grant(self.actor_id, self.snapshot, self.learner_timeout_s)
             if slot is None:
                 return
-            self.port.submit(slot, self.unroll(slot))
+            port.submit(slot, self.unroll(slot))
 
     def unroll(self, slot: int) -> UnrollMeta:
         """One unroll into `slot`, on the newest parameters the port knows of (copied only when they moved)."""
@@ -240,7 +160,8 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
                restore: dict | None = None, inference=None) -> Actor:
     """Build an actor's envs and policy from the experiment (the caller closes `actor.envs`).
 
-    `inference`: the central service's request slots (`runtime.inference: central`); None acts locally.
+    `inference`: a central service's client (`actions_for(actor_id, params) -> ActionSource`, from the service's
+    `actor_kwargs`); None acts locally on the port's parameters.
     """
     from menger.envs import make_vec_env
 
@@ -249,7 +170,7 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model)
         policy.eval()
-        actions = None if inference is None else CentralActions(inference, actor_id, port.params)
+        actions = None if inference is None else inference.actions_for(actor_id, port.params)
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
                      seed=seed, restore=restore, actions=actions)
     except BaseException:
@@ -257,12 +178,12 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         raise
 
 
-def run_actor(actor_id: int, incarnation: int, config, links: ActorLinks, seed: int, restore: dict | None = None,
+def run_actor(actor_id: int, incarnation: int, config, port: GrantedPort, seed: int, restore: dict | None = None,
               single_thread: bool = True, inference=None) -> None:
     """Entry point of an actor thread or process: build the envs and the policy, then run the loop."""
     if single_thread:
         torch.set_num_threads(1)
-    actor = make_actor(actor_id, incarnation, config, links, seed, restore, inference)
+    actor = make_actor(actor_id, incarnation, config, port, seed, restore, inference)
     try:
         actor.run()
     finally:

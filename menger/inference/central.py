@@ -16,10 +16,7 @@ observations and actions stay in preallocated shared memory.
 from __future__ import annotations
 
 import copy
-import logging
-import math
 import multiprocessing as mp
-import threading
 import time
 from dataclasses import dataclass
 
@@ -28,9 +25,8 @@ import numpy as np
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from menger.inference.service import InferenceService, batched_act
 from menger.models.policy import ActOutput
-
-log = logging.getLogger("menger.inference")
 
 
 def _request_obs_dtype(space: gym.Space) -> torch.dtype:
@@ -129,92 +125,14 @@ class CentralActions:
             slots.replies[a].acquire(timeout=0.5)  # a stale wake-up (an old incarnation's reply) just loops
 
 
-def sample_actions(policy, out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`Policy.act`'s sampling on CPU logits: Gumbel-max for categorical, a Gaussian for Box actions.
+@dataclass(frozen=True)
+class CentralClient:
+    """What an actor receives (inherited by a fork, or shared by a thread): the slots, and its ActionSource."""
 
-    Kept on the CPU whatever the device of the forward, so one seeded CPU generator serves every device
-    (the unit tests check it against `Policy.act`).
-    """
-    if policy.discrete:
-        logp_all = torch.log_softmax(out, dim=-1)
-        u = torch.rand(out.shape, generator=generator).clamp_(1e-10, 1.0)
-        action = (logp_all - torch.log(-torch.log(u))).argmax(-1)
-        return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-    log_std = policy.log_std.detach().float().cpu()
-    action = out + log_std.exp() * torch.randn(out.shape, generator=generator)
-    z = (action - out) / log_std.exp()
-    logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-    return action, logp
+    slots: InferenceSlots
 
-
-@torch.no_grad()
-def batched_act(policy, obs, state: torch.Tensor | None, device: torch.device,
-                generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """One forward on `device` over the N envs of every request in a batch; the results come back on the CPU.
-
-    obs [N, *obs_shape] (or a dict of such), state [2, N, H] or None. Returns action [N, ...], logp [N] and the
-    next state [2, N, H] (None without an LSTM). Both central services (shared-memory slots, Ray) call it.
-    """
-    obs = {key: t.to(device) for key, t in obs.items()} if isinstance(obs, dict) else obs.to(device)
-    out, _, next_state = policy(obs, None if state is None else state.to(device))
-    action, logp = sample_actions(policy, out.float().cpu(), generator)
-    return action, logp, None if next_state is None else next_state.float().cpu()
-
-
-class InferenceService:
-    """What the local and the Ray services share: the serving thread, failure reporting and the metrics.
-
-    A subclass defines `serve_once(wait_s) -> int` (answer one batch) and `_fail(reason)` (tell every waiting
-    actor that the service is gone). `max_requests` caps the requests answered by one forward (each brings its
-    B envs); `timeout_s` bounds the wait for more requests after the first one arrived.
-    """
-
-    thread_name = "menger-inference"
-
-    def __init__(self, policy, device: torch.device, *, max_requests: int, timeout_s: float, seed: int = 0):
-        if max_requests < 1:
-            raise ValueError(f"max_requests must be at least 1; got {max_requests}")
-        self.device = torch.device(device)
-        self.policy = copy.deepcopy(policy).to(self.device).eval()
-        self.max_requests, self.timeout_s = max_requests, timeout_s
-        self.generator = torch.Generator().manual_seed(seed)
-        self.version = -1
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
-        self._counted_since = time.monotonic()
-        self.error: str | None = None
-
-    def start(self):
-        self._thread = threading.Thread(target=self._loop, name=self.thread_name, daemon=True)
-        self._thread.start()
-        return self
-
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.serve_once(wait_s=0.05)
-        except Exception as exc:  # noqa: BLE001 - reported to every waiting actor and in the log
-            self.error = f"{type(exc).__name__}: {exc}"
-            log.exception("central inference stopped")
-            self._fail(f"the learner's inference thread failed ({self.error})")
-
-    def _stop_thread(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5.0)
-
-    def metrics(self) -> dict[str, float]:
-        """Means since the previous call: requests per forward, request-to-reply latency, requests per second."""
-        counts, now = self._counts, time.monotonic()
-        forwards, requests = counts["forwards"], counts["requests"]
-        m = {"inference/batch_size_mean": requests / forwards if forwards else 0.0,
-             "inference/latency_ms_mean": 1000.0 * counts["latency_s"] / requests if requests else 0.0,
-             "inference/requests_per_s": requests / max(now - self._counted_since, 1e-9),
-             "inference/version": float(self.version)}
-        self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
-        self._counted_since = now
-        return m
+    def actions_for(self, actor_id: int, params) -> CentralActions:
+        return CentralActions(self.slots, actor_id, params)
 
 
 class CentralInference(InferenceService):
@@ -294,50 +212,9 @@ class CentralInference(InferenceService):
     # ----- metrics and shutdown ------------------------------------------------------------
     def actor_kwargs(self) -> dict:
         """What `make_actor` needs to ask this service instead of acting locally."""
-        return {"inference": self.slots}
+        return {"inference": CentralClient(self.slots)}
 
     def close(self) -> None:
         self._stop.set()
         self.slots.closed[0] = 1
         self._stop_thread()
-
-
-class LocalInference:
-    """`runtime.inference: local`: no service; actors run their own policy copies."""
-
-    slots = None
-
-    def actor_kwargs(self) -> dict:
-        return {}
-
-    def metrics(self) -> dict[str, float]:
-        return {}
-
-    def close(self) -> None:
-        pass
-
-
-def start_inference(config, policy, transport, device: torch.device, obs_space: gym.Space,
-                    action_space: gym.Space):
-    """The learner's side of `runtime.inference`: a running central service, or `LocalInference`.
-
-    Threads and processes launchers: `CentralInference`, its request slots in this host's shared memory. Ray
-    launcher: `menger.inference.ray.RayInference`, whose requests reach the learner's process through a mailbox
-    actor (imported only then: Ray is an optional extra).
-    """
-    rt = config.runtime
-    if rt.inference != "central":
-        return LocalInference()
-    if rt.launcher == "ray" and hasattr(transport, "latest_parameters"):
-        from menger.inference.ray import start_ray_inference
-
-        return start_ray_inference(config, policy, transport, device)
-    if rt.launcher not in ("threads", "processes"):
-        raise ValueError(f"runtime.inference=central works with the threads and processes launchers (request slots "
-                         f"in shared memory) and with the ray launcher's own transport (a mailbox actor); launcher "
-                         f"{rt.launcher!r} with a {type(transport).__name__} transport offers neither: use "
-                         f"runtime.inference=local")
-    params = transport.params
-    slots = InferenceSlots.allocate(rt.actors, rt.envs_per_actor, obs_space, action_space, config.model.lstm_size)
-    return CentralInference(slots, policy, params, device, max_requests=rt.inference_batch or rt.actors,
-                            timeout_s=rt.inference_timeout_ms / 1000.0, seed=rt.seed + 1).start()

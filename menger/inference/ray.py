@@ -6,8 +6,8 @@ actor pinned to the driver's node (`max_concurrency`: one thread per waiting req
     actor (any node):  RayCentralActions.act(obs, state) -> mailbox.act(obs, state): waits for its reply
     mailbox.take(cap, timeout)      the driver's inference thread long-polls: the first request, then more until
                                     `cap` requests are in or `timeout` has passed (the dynamic batch)
-    driver (the learner's device):  newest published parameters (RayTransport.latest_parameters, when the version
-                                    moved) -> one forward over every taken request's B envs -> mailbox.answer(...)
+    driver (the learner's device):  newest published parameters (the parameter server's `latest()`, when the
+                                    version moved) -> one forward over every taken request's B envs -> mailbox.answer(...)
     mailbox.answer(replies)         wakes each request's thread, which returns action / logp / next state
 
 The forward and the parameters stay with the learner, as in SEED RL: no parameter copy per version leaves the
@@ -30,7 +30,7 @@ from ray.exceptions import GetTimeoutError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.nn.utils import vector_to_parameters
 
-from menger.inference.central import InferenceService, batched_act
+from menger.inference.service import InferenceService, batched_act
 from menger.models.policy import ActOutput
 
 log = logging.getLogger("menger.inference.ray")
@@ -148,7 +148,7 @@ class RayInferenceClient:
     mailbox: object
     timeout_s: float = REPLY_TIMEOUT_S
 
-    def actions_for(self, params) -> RayCentralActions:
+    def actions_for(self, actor_id: int, params) -> RayCentralActions:
         return RayCentralActions(self.mailbox, params, self.timeout_s)
 
 
@@ -239,13 +239,13 @@ def start_mailbox(max_requests_in_flight: int):
                                                 scheduling_strategy=here, max_restarts=0).remote(REPLY_TIMEOUT_S)
 
 
-def start_ray_inference(config, policy, transport, device: torch.device) -> RayInference:
-    """`runtime.inference: central` on the ray launcher: a mailbox on this node and a running `RayInference`.
+def start_ray_inference(runtime, policy, latest_parameters, device: torch.device) -> RayInference:
+    """`runtime.inference.mode: central` on the ray launcher: a mailbox on this node and a running `RayInference`.
 
-    The mailbox has room for two requests per actor: a replaced incarnation's last request may still wait.
+    `latest_parameters()`: (version, flat parameters) as last published. The mailbox has room for two requests
+    per actor: a replaced incarnation's last request may still wait.
     """
-    rt = config.runtime
-    mailbox = start_mailbox(2 * rt.actors)
-    return RayInference(mailbox, policy, transport.latest_parameters, device,
-                        max_requests=rt.inference_batch or rt.actors, timeout_s=rt.inference_timeout_ms / 1000.0,
-                        seed=rt.seed + 1).start()
+    mailbox = start_mailbox(2 * runtime.actors)
+    return RayInference(mailbox, policy, latest_parameters, device,
+                        max_requests=runtime.inference.batch or runtime.actors,
+                        timeout_s=runtime.inference.timeout_ms / 1000.0, seed=runtime.seed + 1).start()

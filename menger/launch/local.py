@@ -1,8 +1,9 @@
 """Local launchers: actors as threads of the learner's process, or as forked processes.
 
-Both hand an actor the same `ActorLinks` (shared-memory buffers, the parameter server, a private pipe), so
-actor and learner code is identical under either. Processes are forked (cheap to start; the shared tensors
-are inherited, nothing is pickled) and run torch single-threaded.
+Both own the same transport (`LocalTransport`: a private pipe per actor, unroll slots and parameters in shared
+memory) and the same central inference service (`CentralInference`, request slots in shared memory), so actor
+and learner code is identical under either. Processes are forked (cheap to start; the shared tensors are
+inherited, nothing is pickled) and run torch single-threaded.
 """
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ import sys
 import threading
 import traceback
 from typing import Callable
+
+from menger.core import InferenceBackend
+from menger.inference import CentralInference, InferenceSlots, LocalInference
+from menger.transport.local import LocalTransport
 
 
 class ThreadHandle:
@@ -70,7 +75,7 @@ def _guarded(target: Callable, kwargs: dict) -> None:
         target(**kwargs)
     except BaseException as exc:  # noqa: BLE001 - the learner decides what a dead actor means
         try:
-            kwargs["links"].conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            kwargs["port"].conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         except Exception:  # noqa: BLE001 - the pipe may already be gone
             pass
         raise
@@ -85,9 +90,44 @@ def _process_main(target: Callable, kwargs: dict) -> None:
     os._exit(0)
 
 
-class ThreadLauncher:
+class LocalLauncher:
+    """What both local launchers share: their transport and their central inference service."""
+
+    name = "local"
+    separate_processes = False
+
+    def __init__(self, runtime):
+        """`runtime`: the experiment's `RuntimeConfig` (actors, seed, supervision and inference sections)."""
+        self.runtime = runtime
+        self.spec = None
+
+    @property
+    def local_actors(self) -> int:
+        """Actors that share this host's cores with the learner."""
+        return self.runtime.actors
+
+    def make_transport(self, spec, policy, slots_per_actor: int) -> LocalTransport:
+        self.spec = spec
+        return LocalTransport(self, spec, policy, self.runtime.actors, slots_per_actor,
+                              self.runtime.supervision.startup_grace_s, separate_processes=self.separate_processes)
+
+    def start_inference(self, policy, transport: LocalTransport, device) -> InferenceBackend:
+        """`runtime.inference.mode`: local (no service) or central (a thread here, request slots in shared memory)."""
+        inference, spec = self.runtime.inference, self.spec
+        if inference.mode != "central":
+            return LocalInference()
+        slots = InferenceSlots.allocate(self.runtime.actors, spec.envs_per_actor, spec.observation_space,
+                                        spec.action_space, spec.lstm_size)
+        return CentralInference(slots, policy, transport.params, device,
+                                max_requests=inference.batch or self.runtime.actors,
+                                timeout_s=inference.timeout_ms / 1000.0, seed=self.runtime.seed + 1).start()
+
+    def shutdown(self) -> None:
+        pass
+
+
+class ThreadLauncher(LocalLauncher):
     name = "threads"
-    single_thread_actors = False
 
     def start_actor(self, target: Callable, kwargs: dict) -> ThreadHandle:
         def main():
@@ -98,17 +138,15 @@ class ThreadLauncher:
 
         thread = threading.Thread(target=main, name=f"actor-{kwargs['actor_id']}", daemon=True)
         thread.start()
-        return ThreadHandle(thread, kwargs["links"].conn)
-
-    def shutdown(self) -> None:
-        pass
+        return ThreadHandle(thread, kwargs["port"].conn)
 
 
-class ProcessLauncher:
+class ProcessLauncher(LocalLauncher):
     name = "processes"
-    single_thread_actors = True
+    separate_processes = True
 
-    def __init__(self):
+    def __init__(self, runtime):
+        super().__init__(runtime)
         self.context = mp.get_context("fork")
 
     def start_actor(self, target: Callable, kwargs: dict) -> ProcessHandle:
@@ -117,18 +155,18 @@ class ProcessLauncher:
         process.start()
         return ProcessHandle(process)
 
-    def shutdown(self) -> None:
-        pass
 
+def make_launcher(runtime):
+    """The launcher `runtime.launcher` names, for this `RuntimeConfig`.
 
-def make_launcher(name: str, *, ray_address: str | None = None):
-    """`ray_address` None means a private Ray instance on this machine: it then binds to loopback only."""
-    if name == "threads":
-        return ThreadLauncher()
-    if name == "processes":
-        return ProcessLauncher()
-    if name == "ray":
-        if ray_address is None and "ray" not in sys.modules:
+    On Ray with no `runtime.ray.address`, a private Ray instance on this machine: it then binds to loopback only.
+    """
+    if runtime.launcher == "threads":
+        return ThreadLauncher(runtime)
+    if runtime.launcher == "processes":
+        return ProcessLauncher(runtime)
+    if runtime.launcher == "ray":
+        if runtime.ray.address is None and "ray" not in sys.modules:
             # Ray's own switch for single-machine instances: every node address becomes 127.0.0.1, so a local
             # run opens nothing on the machine's network interfaces.
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -137,5 +175,5 @@ def make_launcher(name: str, *, ray_address: str | None = None):
         except ImportError as exc:
             raise RuntimeError(f"the ray launcher needs Ray ({exc}); install it with: pip install 'menger-rl[ray]'") \
                 from exc
-        return RayLauncher()
-    raise ValueError(f"unknown launcher {name!r}; use threads, processes or ray")
+        return RayLauncher(runtime)
+    raise ValueError(f"unknown launcher {runtime.launcher!r}; use threads, processes or ray")

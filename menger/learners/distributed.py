@@ -11,7 +11,7 @@ forked before the driver touches CUDA so each can take its own device. The loop,
     rank 0: wait for every rank's "done", then publish
 
 Parameters start identical: every rank builds the same model (and on resume loads the same checkpoint), then
-rank 0 broadcasts its parameters. Every collective has a deadline (`runtime.collective_timeout_s`), the
+rank 0 broadcasts its parameters. Every collective has a deadline (`runtime.learner.collective_timeout_s`), the
 rendezvous listens on 127.0.0.1 only, and a learner process that dies ends the run with `LearnerProcessError`
 naming it, instead of a hang.
 """
@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector
 
+from menger.device import resolve_device
 from menger.transport import UnrollBuffers, UnrollSpec
 
 log = logging.getLogger("menger.learners")
@@ -52,24 +53,10 @@ def share_bounds(columns: int, learners: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def max_batch_columns(config) -> int:
-    """The most unroll columns (envs) one learner batch can hold under this experiment's coordination."""
-    rt = config.runtime
-    unrolls = rt.actors if config.coordination == "sync" else (rt.batch_unrolls or rt.actors)
-    return unrolls * rt.envs_per_actor
-
-
-def check_split(config) -> None:
-    """Every learner needs at least one column per minibatch, or the ranks would take different step counts."""
-    rt = config.runtime
-    minibatches = config.ppo.minibatches if config.algo == "ppo" else config.vtrace.minibatches
-    columns = rt.envs_per_actor * (1 if config.coordination == "sync" else (rt.batch_unrolls or rt.actors))
-    smallest = columns // rt.learners
-    needed = minibatches if (config.algo != "ppo" or config.model.lstm_size) else 1
-    if smallest < needed:
-        raise ValueError(f"runtime.learners={rt.learners} leaves a learner {smallest} unroll column(s) of a "
-                         f"{columns}-column batch, fewer than the {needed} minibatch(es) it must step on; "
-                         "use fewer learners, more envs_per_actor or a larger batch_unrolls")
+def _threads_per_rank(runtime) -> int:
+    """Each rank's share of the learner's threads (runtime.learner.threads, or the cores the actors leave)."""
+    threads = runtime.learner.threads or max(1, (os.cpu_count() or 1) - runtime.actors)
+    return max(1, threads // runtime.learner.count)
 
 
 def _columns(value, start: int, stop: int):
@@ -151,7 +138,7 @@ def _worker_main(rank: int, world: int, port: int, backend: str, config, spaces,
     code = 0
     try:
         learner = _build_learner(config, spaces, rank, run_dir, resume)
-        _join(rank, world, port, backend, config.runtime.collective_timeout_s)
+        _join(rank, world, port, backend, config.runtime.learner.collective_timeout_s)
         learner.gradient_sync = GradientAllReduce()
         _broadcast_parameters(learner.policy)
         _serve(learner, staging, flat_params, conn, parent_pid)
@@ -170,12 +157,11 @@ def _worker_main(rank: int, world: int, port: int, backend: str, config, spaces,
 def _build_learner(config, spaces, rank: int, run_dir, resume: bool):
     from menger.learners.learner import make_learner
     from menger.models import build_policy
-    from menger.runtime.trainer import resolve_device
 
     rt = config.runtime
-    torch.set_num_threads(max(1, (rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.actors)) // rt.learners))
+    torch.set_num_threads(_threads_per_rank(rt))
     torch.manual_seed(rt.seed)
-    device = rank_device(resolve_device(rt.device), rank)
+    device = rank_device(resolve_device(rt.learner.device), rank)
     learner = make_learner(config, build_policy(*spaces, config.model), device)
     if resume:
         from menger.checkpoint import CheckpointManager, unflatten_state
@@ -239,7 +225,7 @@ class LearnerGroup:
     """
 
     def __init__(self, config, processes=(), conns=(), stagings=(), flat_params=(), backend: str = "gloo"):
-        self.config, self.learners = config, config.runtime.learners
+        self.config, self.learners = config, config.runtime.learner.count
         self.processes, self.conns = list(processes), list(conns)
         self.stagings, self.flat_params = list(stagings), list(flat_params)
         self.backend = backend
@@ -250,29 +236,27 @@ class LearnerGroup:
     def start(cls, config, obs_space, action_space, run_dir=None, *, resume: bool = False) -> "LearnerGroup":
         """Fork ranks 1..N-1 (nothing happens for one learner); they wait for rank 0 at the rendezvous."""
         rt = config.runtime
-        if rt.learners == 1:
+        learners = rt.learner.count
+        if learners == 1:
             return cls(config)
-        check_split(config)
-        from menger.runtime.trainer import resolve_device
-
-        device = resolve_device(rt.device)
-        backend = backend_for(device, rt.learners)
+        device = resolve_device(rt.learner.device)
+        backend = backend_for(device, learners)
         if device.type == "cuda" and backend == "gloo":
             log.warning("%d learners share %d GPU(s): using gloo (nccl needs one GPU per learner)",
-                        rt.learners, torch.cuda.device_count())
-        share = -(-max_batch_columns(config) // rt.learners)
+                        learners, torch.cuda.device_count())
+        share = -(-config.batch_columns // learners)
         spec = UnrollSpec(obs_space, action_space, rt.unroll_length, share, config.model.lstm_size)
         port, context = _free_port(), mp.get_context("fork")
         parameter_count = _parameter_count(config, obs_space, action_space)
         group = cls(config, backend=backend)
         group._port = port
-        for rank in range(1, rt.learners):
+        for rank in range(1, learners):
             staging = UnrollBuffers(spec, 1, shared=True)
             flat = torch.zeros(parameter_count, dtype=torch.float32).share_memory_()
             ours, theirs = context.Pipe(duplex=True)
             process = context.Process(
                 target=_worker_main, name=f"menger-learner-{rank}", daemon=True,
-                args=(rank, rt.learners, port, backend, config, (obs_space, action_space), run_dir, resume,
+                args=(rank, learners, port, backend, config, (obs_space, action_space), run_dir, resume,
                       staging, flat, theirs, os.getpid()))
             process.start()
             theirs.close()
@@ -288,10 +272,9 @@ class LearnerGroup:
             return
         rt = self.config.runtime
         if learner.device.type == "cpu":
-            torch.set_num_threads(max(1, (rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.actors))
-                                      // rt.learners))
+            torch.set_num_threads(_threads_per_rank(rt))
         try:
-            _join(0, self.learners, self._port, self.backend, rt.collective_timeout_s)
+            _join(0, self.learners, self._port, self.backend, rt.learner.collective_timeout_s)
             learner.gradient_sync = GradientAllReduce()
             _broadcast_parameters(learner.policy)
         except RuntimeError as exc:
@@ -331,7 +314,7 @@ class LearnerGroup:
 
     def _wait_one(self, rank: int, answer: str, during: str) -> None:
         conn, process = self.conns[rank - 1], self.processes[rank - 1]
-        deadline = time.monotonic() + self.config.runtime.collective_timeout_s
+        deadline = time.monotonic() + self.config.runtime.learner.collective_timeout_s
         while True:
             if conn.poll(0.05):
                 message = conn.recv()
@@ -344,8 +327,8 @@ class LearnerGroup:
                 raise self._failure(during, None)
             elif time.monotonic() > deadline:
                 raise LearnerProcessError(f"learner rank {rank} gave no answer during {during} for "
-                                          f"{self.config.runtime.collective_timeout_s:.0f} s "
-                                          "(runtime.collective_timeout_s)")
+                                          f"{self.config.runtime.learner.collective_timeout_s:.0f} s "
+                                          "(runtime.learner.collective_timeout_s)")
 
     def _check_alive(self, during: str) -> None:
         if any(not p.is_alive() for p in self.processes):

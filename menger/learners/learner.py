@@ -301,7 +301,8 @@ class VTraceLearner(Learner):
 
 
 def make_learner(config, policy: nn.Module, device: torch.device) -> Learner:
-    common = dict(device=device, total_frames=config.stop.env_frames, amp=config.runtime.amp, seed=config.runtime.seed)
+    common = dict(device=device, total_frames=config.stop.env_frames, amp=config.runtime.learner.amp,
+                  seed=config.runtime.seed)
     if config.algo == "ppo":
         return PPOLearner(policy, config.ppo, **common)
     return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

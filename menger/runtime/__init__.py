@@ -1,4 +1,6 @@
-"""The coordinator: runs the learner loop, supervises actors, checkpoints, logs and decides when to stop."""
-from menger.runtime.trainer import NoActorsError, Trainer, TrainResult
+"""The runtime: the Trainer that wires the roles together, the actor supervisor, observers, metrics, stop rules."""
+from menger.runtime.observers import MetricsWriter, Observer
+from menger.runtime.supervisor import ActorSupervisor, NoActorsError
+from menger.runtime.trainer import Trainer, TrainResult
 
-__all__ = ["NoActorsError", "Trainer", "TrainResult"]
+__all__ = ["ActorSupervisor", "MetricsWriter", "NoActorsError", "Observer", "Trainer", "TrainResult"]

@@ -19,6 +19,20 @@ class FrameAccounts:
     def drop(self, reason: str, frames: int) -> None:
         self.dropped[reason] += frames
 
+    def record(self, meta, verdict) -> None:
+        """One unroll tag and the coordinator's verdict on it (`menger.core.UnrollMeta`, `Verdict`)."""
+        self.produced += meta.frames
+        self.record_episodes(meta.episode_returns, meta.episode_lengths)
+        if verdict.reason == "duplicate":
+            self.duplicates += 1
+        if not verdict.accepted:
+            self.drop(verdict.reason, meta.frames)
+
+    def lose(self, frames: int) -> None:
+        """The partial unroll of a lost incarnation: produced, and dropped as `actor_lost`."""
+        self.produced += frames
+        self.drop("actor_lost", frames)
+
     def record_episodes(self, returns, lengths) -> None:
         self.episodes += len(returns)
         self.returns.extend(returns)

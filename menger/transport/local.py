@@ -1,67 +1,110 @@
-"""The trainer's side of the link to its actors, and the local implementation (one host).
+"""The local transport (threads and processes launchers): pipes, shared-memory slots, one parameter copy per host.
 
-Every transport answers the same few calls, so the trainer's loop does not know where its actors run::
+The trainer drives it through `menger.core.Transport`; each actor gets an `ActorLinks`, its port:
 
-    handle = transport.start_actor(actor_id, actor_kwargs)     # a thread, a process or a Ray actor
-    transport.grant(actor_id, slot)                            # the actor may fill `slot` (back-pressure)
-    for actor_id, message in transport.receive(timeout):       # ("unroll", slot, meta) | ("error", text, tb)
-        ...                                                    # | ("snapshot", state)
-    batch = transport.gather(slots)                            # the accepted unrolls as one batch
-    transport.publish(policy, version)                         # actors pull it when their version is older
-    transport.silent_for(actor_id), transport.frames_in_flight(actor_id)   # liveness, frames a death loses
+    learner                                          actor (a thread, or a forked process)
+    grant(actor, slot)  --("grant", slot)-->         wait_for_grant() -> slot
+                                                     writes T x B steps into buffers.slot(slot), beat() per step
+    receive()           <--("unroll", slot, meta)--  submit(slot, meta)
+    publish(version)    -> SharedParameters          LocalActions.refresh() copies it when the version moved
 
-`LocalTransport` is pipes + shared-memory slots (`UnrollBuffers`) + `SharedParameters`: only slot indices and
-tags cross a pipe. The Ray transport (`menger.transport.ray`) keeps the same calls with object references.
+Only slot indices and tags cross a pipe; observations and actions never get pickled. Each incarnation gets a
+fresh pipe, and `release` closes a lost one's, so nothing from an old incarnation arrives after its
+replacement started; a generation counter in shared memory fences a stalled thread that wakes up later.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import time
+from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_connections
-from typing import Protocol
+from typing import Any, Callable
 
 import torch
 
-from menger.actors import ActorLinks, run_actor
+from menger.actors import run_actor
+from menger.core import UnrollMeta
 from menger.params import SharedParameters
 from menger.transport.shm import UnrollBuffers, UnrollSpec
 
 
-class Transport(Protocol):
-    """The trainer's link to its actors (see the module docstring for the loop that drives it)."""
+class Superseded(RuntimeError):
+    """This incarnation was replaced; it must not touch shared state any more."""
 
-    def start_actor(self, actor_id: int, actor_kwargs: dict): ...
 
-    def grant(self, actor_id: int, slot: int) -> bool: ...
+class LearnerGone(RuntimeError):
+    """The learner stopped answering: the actor exits instead of waiting forever."""
 
-    def receive(self, timeout: float) -> list[tuple[int, tuple]]: ...
 
-    def drain(self, actor_id: int) -> list[tuple]: ...
+@dataclass
+class ActorLinks:
+    """The local port: shared memory and a private pipe to the learner (threads and processes launchers)."""
 
-    def request_snapshot(self, actor_id: int) -> None: ...
+    buffers: Any          # UnrollBuffers
+    params: Any           # SharedParameters
+    conn: Any             # multiprocessing Connection (duplex) to the learner
+    heartbeat: torch.Tensor  # float64 [num_actors]: wall time of each actor's last sign of life
+    progress: torch.Tensor   # int64 [num_actors]: frames written into the current, unfinished unroll
+    stop: torch.Tensor       # uint8 [1]: set by the learner at shutdown
+    parent_pid: int | None = None  # processes launcher: exit when the learner process is gone
+    generation: torch.Tensor | None = None  # int64 [num_actors]: the current incarnation's start count, per actor
+    my_generation: int = 0
 
-    def silent_for(self, actor_id: int) -> float: ...
+    def __post_init__(self):
+        self._heartbeat, self._progress = self.heartbeat.numpy(), self.progress.numpy()  # cheap per-step writes
+        self._generation = self.generation.numpy() if self.generation is not None else None
 
-    def frames_in_flight(self, actor_id: int) -> int: ...
+    def slot(self, index: int) -> dict[str, torch.Tensor]:
+        return self.buffers.slot(index)
 
-    def release(self, actor_id: int) -> None: ...
+    def num_slots(self) -> int:
+        return self.buffers.num_slots
 
-    def gather(self, slots: list[int]) -> dict: ...
+    def beat(self, actor_id: int, frames_in_unroll: int) -> None:
+        """Sign of life; also the fence: an incarnation that has been replaced (a stalled thread that woke up,
+        which cannot be killed) stops here, before it writes into slots that now belong to its successor."""
+        if self._generation is not None and self._generation[actor_id] != self.my_generation:
+            raise Superseded(f"actor {actor_id}: replaced by a newer incarnation while stalled; stopping")
+        self._heartbeat[actor_id] = time.time()
+        self._progress[actor_id] = frames_in_unroll
 
-    def publish(self, policy, version: int) -> None: ...
+    def submit(self, slot: int, meta: UnrollMeta) -> None:
+        self.conn.send(("unroll", slot, meta))
 
-    def metrics(self) -> dict: ...
+    def wait_for_grant(self, actor_id: int, snapshot: Callable[[], dict], timeout_s: float) -> int | None:
+        """Block until the learner grants a slot; answer snapshot requests; never wait without a deadline."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.heartbeat[actor_id] = time.time()
+            if self.stop[0]:
+                return None
+            if self.conn.poll(0.05):
+                message = self.conn.recv()
+                if message[0] == "grant":
+                    return message[1]
+                if message[0] == "snapshot":
+                    self.conn.send(("snapshot", snapshot()))
+                elif message[0] == "stop":
+                    return None
+                deadline = time.monotonic() + timeout_s
+            elif time.monotonic() > deadline or self._learner_process_gone():
+                raise LearnerGone(f"actor {actor_id}: no word from the learner for {timeout_s:.0f} s")
 
-    def shutdown(self, handles: list) -> None: ...
+    def _learner_process_gone(self) -> bool:
+        return self.parent_pid is not None and os.getppid() != self.parent_pid
+
 
 
 class LocalTransport:
     """Actors on this host (threads or forked processes): a private pipe each, slots and params in shared memory."""
 
     def __init__(self, launcher, spec: UnrollSpec, policy, num_actors: int, slots_per_actor: int,
-                 startup_grace_s: float):
+                 startup_grace_s: float, *, separate_processes: bool):
+        """`launcher.start_actor(target, kwargs)` places each actor; `separate_processes`: actors are forked
+        processes (they watch for the learner's process to vanish, and the learner closes their pipe ends)."""
         self.launcher, self.startup_grace_s = launcher, startup_grace_s
+        self.separate_processes = separate_processes
         self.buffers = UnrollBuffers(spec, num_actors * slots_per_actor, shared=True)
         self.params = SharedParameters(policy, shared=True)
         self.heartbeat = torch.zeros(num_actors, dtype=torch.float64).share_memory_()
@@ -72,7 +115,7 @@ class LocalTransport:
 
     def start_actor(self, actor_id: int, actor_kwargs: dict):
         learner_end, actor_end = mp.Pipe(duplex=True)
-        processes = self.launcher.name == "processes"
+        processes = self.separate_processes
         self.generation[actor_id] += 1
         links = ActorLinks(self.buffers, self.params, actor_end, self.heartbeat, self.progress_frames, self.stop_flag,
                            parent_pid=os.getpid() if processes else None, generation=self.generation,
@@ -80,8 +123,7 @@ class LocalTransport:
         self.conns[actor_id] = learner_end
         self.heartbeat[actor_id] = time.time() + self.startup_grace_s
         self.progress_frames[actor_id] = 0
-        handle = self.launcher.start_actor(run_actor, dict(actor_kwargs, links=links,
-                                                           single_thread=self.launcher.single_thread_actors))
+        handle = self.launcher.start_actor(run_actor, dict(actor_kwargs, port=links, single_thread=processes))
         if processes:
             actor_end.close()
         return handle

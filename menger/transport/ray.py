@@ -6,11 +6,11 @@ The trainer's loop stays as it is; what a call means on Ray::
                             at most `slots_per_actor` calls are in flight per actor, the back-pressure bound)
     receive(timeout)     -> ray.wait on the in-flight meta refs; a finished unroll is fetched and copied into the
                             learner's own slot, so the batch is gathered locally and a node lost later loses nothing
-    publish(version)     -> params_ref = ray.put(flat parameters): once per version, in the learner's object store
+    publish(version)     -> `menger.params.ray.RayParameterServer`: ray.put once per version, in the learner's store
     actor reads params   -> through its node's ParameterCache: the first actor on a node to need a version makes the
                             cache fetch it (one copy crosses the network per node); the others read the cache's copy
     central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) acts through the
-                            learner's mailbox instead; `latest_parameters()` is what the driver's service reads
+                            learner's mailbox instead; the driver's service reads `params.latest()`
 
 Liveness: Ray reports a dead actor (its process or its node died) as an error on its in-flight refs; the trainer
 then starts a new incarnation, which Ray places on a live node. An actor with unroll calls in flight that
@@ -23,66 +23,15 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-import numpy as np
 import ray
 import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from menger.actors import make_actor
+from menger.params.ray import GET_TIMEOUT_S, CachedParameters, ParameterCaches, RayParameterServer
 from menger.transport.shm import UnrollBuffers, UnrollSpec
 
 log = logging.getLogger("menger.transport.ray")
-
-GET_TIMEOUT_S = 60.0  # bound of every fetch of an object that is known to be ready (or of a small control call)
-
-
-class ParameterCache:
-    """One per node (pinned there with NodeAffinitySchedulingStrategy): Menger's parameter cache.
-
-    `read(version, source)` fetches `source[0]` (the learner's object for `version`) only when the cache holds an
-    older version, stores it in its node's object store with `ray.put`, and returns that local reference, so the
-    learner sends each version about once per node instead of once per actor.
-    """
-
-    def __init__(self):
-        self.version, self.local, self.fetches, self.bytes_fetched, self.reads = -1, None, 0, 0, 0
-
-    def read(self, version: int, source: list) -> tuple[int, list]:
-        if version > self.version:
-            flat = ray.get(source[0], timeout=GET_TIMEOUT_S)
-            self.local = [ray.put(flat)]
-            self.version = version
-            self.fetches += 1
-            self.bytes_fetched += int(flat.nbytes)
-        self.reads += 1
-        return self.version, self.local
-
-    def stats(self) -> dict:
-        return {"fetches": self.fetches, "bytes": self.bytes_fetched, "reads": self.reads, "version": self.version}
-
-
-class CachedParameters:
-    """An actor's ParameterSource on Ray: the version the learner last offered, read through the node's cache."""
-
-    def __init__(self, cache):
-        self.cache, self.offered, self.source = cache, -1, None
-
-    def offer(self, version: int, source: list) -> None:
-        self.offered, self.source = version, source
-
-    def version(self) -> int:
-        return self.offered
-
-    def read_into(self, module) -> int:
-        if self.cache is None:  # a node that joined after the caches were made: read the learner's copy
-            version, flat = self.offered, ray.get(self.source[0], timeout=GET_TIMEOUT_S)
-        else:
-            version, local = ray.get(self.cache.read.remote(self.offered, self.source), timeout=GET_TIMEOUT_S)
-            flat = ray.get(local[0], timeout=GET_TIMEOUT_S)
-        with torch.no_grad():
-            vector_to_parameters(torch.from_numpy(np.array(flat)), module.parameters())
-        return version
 
 
 class RayPort:
@@ -106,16 +55,10 @@ class RemoteActor:
     """The body of a Ray actor: the shared `Actor`, driven one unroll per remote call."""
 
     def __init__(self, actor_kwargs: dict, spec: UnrollSpec, caches: dict):
-        from menger.actors.actor import make_actor
-
         torch.set_num_threads(1)
         self.node_id = ray.get_runtime_context().get_node_id()
         self.port = RayPort(spec, caches.get(self.node_id))
-        actor_kwargs = dict(actor_kwargs)
-        central = actor_kwargs.pop("inference", None)  # runtime.inference=central: a RayInferenceClient
-        self.actor = make_actor(port=self.port, **actor_kwargs)
-        if central is not None:  # its ActionSource replaces the local one; the actor's loop is the same
-            self.actor.actions = central.actions_for(self.port.params)
+        self.actor = make_actor(port=self.port, **actor_kwargs)  # central inference: its RayInferenceClient
 
     def unroll(self, version: int, source: list):
         self.port.params.offer(version, source)
@@ -168,47 +111,6 @@ class ActorState:
     lost_an_unroll: bool = False  # a call failed: the unroll it was writing is gone
 
 
-class ParameterCaches:
-    """The per-node caches: made for every live node, remade when nodes come and go."""
-
-    def __init__(self):
-        self.by_node: dict[str, object] = {}
-        self.asked: list = []       # stats calls in flight: answered by the next `stats()`, so it never blocks
-        self.latest: dict = {}      # node id -> the newest stats of its cache
-
-    def refresh(self) -> dict[str, object]:
-        alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
-        for node_id in set(self.by_node) - alive:
-            self.by_node.pop(node_id)
-        for node_id in alive - set(self.by_node):
-            strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-            self.by_node[node_id] = ray.remote(ParameterCache).options(
-                num_cpus=0, scheduling_strategy=strategy, max_concurrency=1).remote()
-        return dict(self.by_node)
-
-    def stats(self, wait_s: float = 0.0) -> list[dict]:
-        """The caches' counters as of the previous call (or `wait_s` for this one's answers)."""
-        if self.asked:
-            refs = [ref for _, ref in self.asked]
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
-            for node_id, ref in self.asked:
-                if ref in ready:
-                    try:
-                        self.latest[node_id] = ray.get(ref, timeout=GET_TIMEOUT_S)
-                    except RayError:  # the cache's node is gone; its last counters still count
-                        pass
-        self.asked = [(node_id, cache.stats.remote()) for node_id, cache in self.by_node.items()]
-        return list(self.latest.values())
-
-    def kill_all(self) -> None:
-        for cache in self.by_node.values():
-            try:
-                ray.kill(cache)
-            except RayError:
-                pass
-        self.by_node.clear()
-
-
 class RayTransport:
     """The learner's side on Ray: unroll calls as grants, object refs in flight, params through per-node caches."""
 
@@ -217,9 +119,7 @@ class RayTransport:
         self.launcher, self.spec, self.startup_grace_s = launcher, spec, startup_grace_s
         self.frames_per_unroll = spec.unroll_length * spec.envs_per_actor
         self.buffers = UnrollBuffers(spec, num_actors * slots_per_actor, shared=False)
-        self.param_bytes = 4 * sum(p.numel() for p in policy.parameters())
-        self.version, self.params_ref = -1, None
-        self.published: tuple[int, np.ndarray] | None = None
+        self.params = RayParameterServer(policy)
         self.caches = ParameterCaches()
         self.actors: dict[int, ActorState] = {}
         self.in_flight: dict[object, InFlight] = {}
@@ -239,7 +139,8 @@ class RayTransport:
         state = self.actors.get(actor_id)
         if state is None or state.handle.dead:
             return False
-        meta_ref, data_ref = state.handle.actor.unroll.options(num_returns=2).remote(self.version, [self.params_ref])
+        unroll = state.handle.actor.unroll.options(num_returns=2)
+        meta_ref, data_ref = unroll.remote(self.params.version, [self.params.ref])
         if not state.calls:
             state.last_progress = max(state.last_progress, time.time())  # idle until now: not silent
         self.in_flight[meta_ref] = InFlight(actor_id, slot, data_ref, time.time())
@@ -341,19 +242,7 @@ class RayTransport:
         return self.buffers.gather(slots)
 
     def publish(self, policy, version: int) -> None:
-        flat = parameters_to_vector([p.detach() for p in policy.parameters()]).to("cpu", torch.float32).numpy()
-        self.params_ref = ray.put(flat)
-        self.version = version
-        self.published = (version, flat)
-
-    def latest_parameters(self) -> tuple[int, np.ndarray]:
-        """(version, flat float32 parameters) as last published: what central inference in the driver reads.
-
-        Each version is a new array that is never written again, so a reader in another thread sees a whole one.
-        """
-        if self.published is None:
-            raise RuntimeError("no parameters published yet: the trainer publishes version 0 before starting actors")
-        return self.published
+        self.params.publish(policy, version)
 
     def metrics(self, wait_s: float = 0.0) -> dict:
         """`params/copies_per_version`: node copies of the average version a cache fetched (about one per node)."""
@@ -363,7 +252,7 @@ class RayTransport:
         fetches = [s["fetches"] for s in stats if s["fetches"]]
         copies = sum(fetches) / max(fetches) if fetches else 0.0
         return {"transport/bytes_per_env_slot": self.buffers.bytes_per_env_slot,
-                "params/bytes_per_version": copies * self.param_bytes,
+                "params/bytes_per_version": copies * self.params.nbytes,
                 "params/copies_per_version": copies,
                 "params/cache_reads": sum(s["reads"] for s in stats),
                 "params/caches": len(stats)}

@@ -1,6 +1,6 @@
 import pytest
 
-QUIET = ["log.tensorboard=false", "log.progress=false", "runtime.device=cpu"]
+QUIET = ["log.tensorboard=false", "log.progress=false", "runtime.learner.device=cpu"]
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """Central inference: the same actions as local inference, a dynamic batch bounded by its cap and timeout."""
 import threading
-from dataclasses import replace
 import time
 
 import gymnasium as gym
@@ -9,7 +8,7 @@ import torch
 
 from menger import api
 from menger.experiment import ModelConfig, load_experiment
-from menger.inference import CentralActions, CentralInference, InferenceSlots, start_inference
+from menger.inference import CentralActions, CentralInference, InferenceSlots, LocalInference
 from menger.models import build_policy
 from menger.params import SharedParameters
 
@@ -108,16 +107,29 @@ def test_a_partial_batch_goes_after_the_timeout():
     assert metrics["inference/batch_size_mean"] == 1.0 and metrics["inference/latency_ms_mean"] >= 200.0
 
 
-def test_central_inference_is_refused_where_actors_are_not_on_this_host():
-    config = load_experiment("cartpole-impala", ["runtime.inference=central"])
-    config = replace(config, runtime=replace(config.runtime, launcher="ray"))
-    with pytest.raises(ValueError, match="threads and processes launchers"):
-        start_inference(config, None, None, torch.device("cpu"), None, None)
+@pytest.mark.parametrize("mode, service", [("local", LocalInference), ("central", CentralInference)])
+def test_a_local_launcher_starts_the_inference_service_the_config_names(mode, service):
+    from menger.launch import ThreadLauncher
+    from menger.transport import UnrollSpec
+
+    config = load_experiment("cartpole-impala", [f"runtime.inference.mode={mode}", "runtime.actors=2"])
+    obs_space, action_space = gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(2)
+    policy = build_policy(obs_space, action_space, config.model)
+    launcher = ThreadLauncher(config.runtime)
+    transport = launcher.make_transport(UnrollSpec(obs_space, action_space, 8, 4), policy, slots_per_actor=2)
+    started = launcher.start_inference(policy, transport, torch.device("cpu"))
+    try:
+        assert isinstance(started, service)
+        if mode == "central":
+            assert started.slots.num_actors == 2 and "inference" in started.actor_kwargs()
+    finally:
+        started.close()
+        transport.shutdown([])
 
 
 @pytest.mark.parametrize("launcher", ["threads", "processes"])
 def test_trainer_with_central_inference_runs_and_reports(tmp_path, quiet, launcher):
-    result = api.train("cartpole-impala", quiet + ["runtime.inference=central", f"runtime.launcher={launcher}",
+    result = api.train("cartpole-impala", quiet + ["runtime.inference.mode=central", f"runtime.launcher={launcher}",
                                                    "runtime.actors=2", "runtime.envs_per_actor=8",
                                                    "stop.env_frames=4000", "stop.target_return=null"],
                        run_dir=str(tmp_path / "run"))
@@ -129,6 +141,6 @@ def test_trainer_with_central_inference_runs_and_reports(tmp_path, quiet, launch
 
 @pytest.mark.slow
 def test_cartpole_impala_with_central_inference_reaches_475(tmp_path, quiet):
-    result = api.train("cartpole-impala", quiet + ["runtime.inference=central", "runtime.launcher=processes",
+    result = api.train("cartpole-impala", quiet + ["runtime.inference.mode=central", "runtime.launcher=processes",
                                                    "runtime.seed=0"], run_dir=str(tmp_path / "run"))
     assert result.reached_target, result.final_metrics

@@ -10,7 +10,9 @@ from torch.nn.utils import parameters_to_vector
 from menger import api
 from menger.experiment import load_experiment
 from menger.learners import make_learner
-from menger.learners.distributed import LearnerGroup, LearnerProcessError, check_split, share_bounds
+from menger.config import ConfigError
+from menger.learners.distributed import LearnerGroup, LearnerProcessError, share_bounds
+from menger.runtime import Observer
 from menger.models import build_policy
 from menger.transport import UnrollBuffers, UnrollSpec
 
@@ -20,8 +22,8 @@ T, COLUMNS = 8, 16
 
 def _config(*extra):
     return load_experiment("cartpole-impala", ["runtime.actors=2", "runtime.envs_per_actor=8", f"runtime.unroll_length={T}",
-                                               "runtime.device=cpu", "runtime.learners=2",
-                                               "runtime.collective_timeout_s=30", *extra])
+                                               "runtime.learner.device=cpu", "runtime.learner.count=2",
+                                               "runtime.learner.collective_timeout_s=30", *extra])
 
 
 def _batch(seed: int) -> dict:
@@ -52,9 +54,9 @@ def test_share_bounds_cover_every_column_once():
     assert share_bounds(7, 3) == [(0, 3), (3, 5), (5, 7)]
 
 
-def test_a_split_too_small_for_the_minibatches_is_refused():
-    with pytest.raises(ValueError, match="fewer than the 9 minibatch"):
-        check_split(_config("vtrace.minibatches=9"))
+def test_a_split_too_small_for_the_minibatches_is_refused_when_the_config_is_read():
+    with pytest.raises(ConfigError, match="fewer than the 9 minibatch"):
+        _config("vtrace.minibatches=9")
 
 
 def test_two_learners_stay_identical_and_step_like_one_learner_on_the_whole_batch():
@@ -89,39 +91,35 @@ def test_a_dead_learner_process_is_named_instead_of_a_hang():
         group.close()
 
 
+class RankDrift(Observer):
+    """After every update: the largest difference between rank 1's parameters and rank 0's."""
+
+    def __init__(self):
+        self.checks: list[float] = []
+
+    def on_update(self, trainer, stats):
+        self.checks.append(float((trainer.learner_group.parameters(1) - _flat(trainer.learner)).abs().max()))
+
+
 @pytest.mark.parametrize("preset", ["cartpole-impala", "cartpole-ppo"])
-def test_trainer_with_two_learners_keeps_them_identical_after_every_step(tmp_path, quiet, monkeypatch, preset):
-    checks = []
-    update = LearnerGroup.update
-
-    def checked_update(self, learner, batch, frames):
-        stats = update(self, learner, batch, frames)
-        checks.append(float((self.parameters(1) - _flat(learner)).abs().max()))
-        return stats
-
-    monkeypatch.setattr(LearnerGroup, "update", checked_update)
-    result = api.train(preset, quiet + ["runtime.learners=2", "runtime.launcher=processes", "runtime.actors=2",
+def test_trainer_with_two_learners_keeps_them_identical_after_every_step(tmp_path, quiet, preset):
+    drift = RankDrift()
+    result = api.train(preset, quiet + ["runtime.learner.count=2", "runtime.launcher=processes", "runtime.actors=2",
                                         "runtime.envs_per_actor=8", "stop.env_frames=3000", "stop.target_return=null"],
-                       run_dir=str(tmp_path / "run"))
+                       run_dir=str(tmp_path / "run"), observers=[drift])
+    checks = drift.checks
     assert len(checks) >= 3 and checks == [0.0] * len(checks), checks
     assert result.final_metrics["learner/updates"] == len(checks)
 
 
-def test_resumed_learners_start_from_the_same_checkpoint_and_stay_identical(tmp_path, quiet, monkeypatch):
+def test_resumed_learners_start_from_the_same_checkpoint_and_stay_identical(tmp_path, quiet):
     """Rank 1 loads the checkpoint itself: a different optimizer state would make the ranks drift apart."""
     run_dir = tmp_path / "run"
-    overrides = quiet + ["runtime.learners=2", "runtime.actors=2", "runtime.envs_per_actor=8",
+    overrides = quiet + ["runtime.learner.count=2", "runtime.actors=2", "runtime.envs_per_actor=8",
                          "stop.target_return=null", "checkpoint.interval_updates=1"]
     api.train("cartpole-impala", overrides + ["stop.env_frames=1500"], run_dir=str(run_dir))
-    checks = []
-    update = LearnerGroup.update
-
-    def checked_update(self, learner, batch, frames):
-        stats = update(self, learner, batch, frames)
-        checks.append(float((self.parameters(1) - _flat(learner)).abs().max()))
-        return stats
-
-    monkeypatch.setattr(LearnerGroup, "update", checked_update)
-    result = api.resume(run_dir, ["stop.env_frames=4000"])
+    drift = RankDrift()
+    result = api.resume(run_dir, ["stop.env_frames=4000"], observers=[drift])
+    checks = drift.checks
     assert len(checks) >= 3 and checks == [0.0] * len(checks), checks
     assert result.final_metrics["time/env_frames"] >= 4000

@@ -34,8 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FAST_SETTINGS = (
     "runtime.envs_per_actor=4",
     "runtime.unroll_length=16",
-    "runtime.learner_threads=1",
-    "runtime.device=cpu",
+    "runtime.learner.threads=1",
+    "runtime.learner.device=cpu",
     "ppo.epochs=2",
     "log.tensorboard=false",
     "log.progress=false",
@@ -66,8 +66,9 @@ class TrainerInThread:
     TrainResult or re-raises what the run raised (e.g. NoActorsError).
     """
 
-    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False):
-        self.trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime.launcher), resume=resume)
+    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False, observers=()):
+        self.trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
+                               observers=observers)
         self.result: TrainResult | None = None
         self.error: BaseException | None = None
         self.started_at = time.monotonic()
@@ -88,21 +89,17 @@ class TrainerInThread:
         return not self._thread.is_alive()
 
     def actors_ready(self) -> bool:
-        """Every actor is running and has been granted its first slot (`_setup` is done)."""
-        actors = getattr(self.trainer, "actors", None)
-        return bool(actors) and all(record.handle is not None for record in actors)
+        """Every actor is running (set-up is done and the supervisor started them all)."""
+        return all(record.handle is not None for record in self.trainer.actors)
 
     def updates(self) -> int:
         learner = getattr(self.trainer, "learner", None)
         return learner.updates if learner is not None else 0
 
     def abort(self) -> None:
-        """Teardown of a test that failed with the run still going: make the loop stop at its next turn.
-
-        The trainer has no public stop switch; answering its stop check with "wall_clock" ends the loop the
-        way a time limit does (checkpoint, then shutdown of every actor), so no actor process outlives the test.
-        """
-        self.trainer._stop_reason = lambda: "wall_clock"
+        """Teardown of a test that failed with the run still going: the loop stops at its next turn the way a
+        time limit stops it (checkpoint, then shutdown of every actor), so no actor process outlives the test."""
+        self.trainer.request_stop()
         self._thread.join(30)
 
     def join(self, timeout_s: float = 60.0) -> TrainResult:
@@ -179,8 +176,9 @@ class FaultHarness:
     child_pids = staticmethod(child_pids)
     process_gone = staticmethod(process_gone)
 
-    def start(self, config: ExperimentConfig, run_dir: Path | None = None, *, resume: bool = False) -> TrainerInThread:
-        run = TrainerInThread(config, run_dir or self.tmp_path / "run", resume=resume)
+    def start(self, config: ExperimentConfig, run_dir: Path | None = None, *, resume: bool = False,
+              observers=()) -> TrainerInThread:
+        run = TrainerInThread(config, run_dir or self.tmp_path / "run", resume=resume, observers=observers)
         self._runs.append(run)
         return run
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from menger.runtime import NoActorsError
+from menger.runtime import NoActorsError, Observer
 
 UNROLL = 64
 ENVS_PER_ACTOR = 4
@@ -25,7 +25,7 @@ FRAMES_PER_UNROLL = UNROLL * ENVS_PER_ACTOR
 
 def kill_mid_unroll(harness, run, actor_id: int) -> int:
     """SIGKILL an actor process while it is writing an unroll; return the frames it had written (its progress)."""
-    progress = run.trainer.progress_frames
+    progress = run.trainer.transport.progress_frames
     harness.wait_until(lambda: int(progress[actor_id]) > 0, 30, f"actor {actor_id} to be mid-unroll", poll_s=0.0002)
     written = int(progress[actor_id])
     os.kill(run.trainer.actors[actor_id].handle.pid, signal.SIGKILL)
@@ -36,8 +36,13 @@ def delivered_again(trainer, record, old_pid: int) -> bool:
     """The replacement runs its loop (it overwrote the start-up grace heartbeat) and an unroll of it was accepted."""
     handle = record.handle
     return (handle is not None and handle.pid != old_pid
-            and float(trainer.heartbeat[record.actor_id]) <= time.time()
-            and record.last_sequence >= 1)
+            and float(trainer.transport.heartbeat[record.actor_id]) <= time.time()
+            and delivered(trainer, record) >= 1)
+
+
+def delivered(trainer, record) -> int:
+    """Unrolls the actor's current incarnation has delivered (its last sequence number the coordinator took)."""
+    return trainer.coordinator.last_sequence[record.actor_id]
 
 
 def dropped(metrics: dict, reason: str) -> int:
@@ -81,7 +86,9 @@ def test_sigkill_one_actor_mid_unroll_restarts_it_and_loses_at_most_one_unroll(h
 
 @pytest.mark.slow
 def test_random_actor_kills_during_learning_still_reach_the_target(harness):
-    target, most_kills = 200.0, 10
+    """Kills land at random actors on a schedule of updates, not of seconds: a fast learner meets every one of
+    them, and each is seen by the supervisor (restarted, and counted as lost) before the run can end."""
+    target, kills, every_updates = 200.0, 5, 2  # CartPole reaches 200 after about 25 updates of 512 frames
     config = harness.config("runtime.launcher=processes", "runtime.actors=2", "runtime.envs_per_actor=8",
                             "runtime.unroll_length=32", "ppo.epochs=10", "ppo.lr_schedule=constant",
                             f"stop.target_return={target}", "stop.env_frames=200000")
@@ -89,28 +96,26 @@ def test_random_actor_kills_during_learning_still_reach_the_target(harness):
     harness.wait_until(run.actors_ready, 60, "the actors to start")
     chooser = random.Random(7)
     injected, killed = 0, set()
-    while not run.finished and injected < most_kills:
-        time.sleep(chooser.uniform(0.3, 0.8))  # often enough that a quick learner still meets several kills
+    while injected < kills and not run.trainer.stopping:
+        time.sleep(0.002)
         handle = chooser.choice(run.trainer.actors).handle
-        # still restarting from a previous kill, or killed but not yet noticed (a zombie until reaped)
-        if handle is None or handle.pid in killed or run.finished:
+        # wait for the next kill's update, and for a victim that is running (not one still being restarted,
+        # nor one already killed but not yet noticed: a zombie until reaped)
+        if run.updates() < (injected + 1) * every_updates or handle is None or handle.pid in killed:
             continue
-        try:
-            os.kill(handle.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            continue
+        os.kill(handle.pid, signal.SIGKILL)
         killed.add(handle.pid)
         injected += 1
     result = run.join(timeout_s=240)
     metrics = result.final_metrics
-    restarts = metrics["actor/restarts"]
-    print(f"kills survived / injected = {restarts}/{injected}, mean return {metrics.get('episode/return_mean')}, "
-          f"frames {metrics['time/env_frames']}, wall {metrics['time/wall_s']:.1f} s, "
-          f"frames dropped {metrics['transport/frames_dropped']}")
-    assert injected >= 3, "the run ended before enough kills to mean anything; lower the target or kill sooner"
+    print(f"kills survived / injected = {metrics['actor/restarts']}/{injected} (lost {metrics['actor/lost']}), "
+          f"mean return {metrics.get('episode/return_mean')}, updates {metrics['learner/updates']}, "
+          f"wall {metrics['time/wall_s']:.1f} s, frames dropped {metrics['transport/frames_dropped']}")
+    assert injected == kills, f"the run ended after {run.updates()} updates, before kill {injected + 1} was due"
     assert result.reached_target, f"did not reach a mean return of {target} under {injected} actor kills"
-    # the last kill may land while the run is ending (target reached), after the final supervision pass
-    assert injected - 1 <= restarts <= injected and not any(record.given_up for record in run.trainer.actors)
+    assert metrics["actor/lost"] == injected, "a kill went unnoticed"
+    # sync: no update can complete until a killed actor's next incarnation delivered, so every kill is restarted
+    assert metrics["actor/restarts"] == injected and not any(record.given_up for record in run.trainer.actors)
     assert metrics["transport/duplicates"] == 0
 
 
@@ -120,7 +125,7 @@ BACK_OFF_LOG = re.compile(r"actor (\d+) .* restarting as incarnation (\d+) in ([
 def test_restart_back_off_resets_once_an_incarnation_is_healthy(harness, caplog):
     """A crash loop backs off; an actor that delivered unrolls between kills restarts at once (a sync learner waits)."""
     kills = 5
-    caplog.set_level(logging.WARNING, logger="menger.trainer")
+    caplog.set_level(logging.WARNING, logger="menger.supervisor")
     config = harness.config("runtime.launcher=processes", "runtime.actors=2", "stop.target_return=null",
                             "stop.env_frames=10000000")
     run = harness.start(config)
@@ -129,7 +134,7 @@ def test_restart_back_off_resets_once_an_incarnation_is_healthy(harness, caplog)
     for _ in range(kills):
         old_pid = victim.handle.pid
         os.kill(old_pid, signal.SIGKILL)
-        harness.wait_until(lambda: delivered_again(trainer, victim, old_pid) and victim.last_sequence >= 3, 60,
+        harness.wait_until(lambda: delivered_again(trainer, victim, old_pid) and delivered(trainer, victim) >= 3, 60,
                            "the new incarnation to deliver three unrolls")
     back_offs = [float(match.group(3)) for match in map(BACK_OFF_LOG.search, caplog.messages) if match]
     print(f"restart back-off after each of {kills} kills of a healthy actor: {back_offs} s")
@@ -140,7 +145,7 @@ def test_restart_back_off_resets_once_an_incarnation_is_healthy(harness, caplog)
 def failing_env_settings(max_restarts: int, deadline_s: float) -> list[str]:
     """Every reset of every env raises: each actor dies starting up, is restarted `max_restarts` times, given up."""
     return ["env.id=menger/Faulty-v0", "env.kwargs={reset_failures: -1}", "runtime.actors=2",
-            f"runtime.max_restarts={max_restarts}", f"runtime.no_actor_deadline_s={deadline_s}",
+            f"runtime.supervision.max_restarts={max_restarts}", f"runtime.supervision.no_actor_deadline_s={deadline_s}",
             "stop.target_return=null", "stop.env_frames=100000"]
 
 
@@ -175,26 +180,23 @@ def test_cli_exits_non_zero_when_every_actor_is_gone(harness):
 def test_sigstopped_actor_is_flagged_replaced_and_its_stale_unrolls_rejected(harness):
     timeout_s = 1.0
     config = harness.config("runtime.launcher=processes", "runtime.actors=2",
-                            f"runtime.heartbeat_timeout_s={timeout_s}", "stop.target_return=null",
+                            f"runtime.supervision.heartbeat_timeout_s={timeout_s}", "stop.target_return=null",
                             "stop.env_frames=8000")
     run = harness.start(config)
     harness.wait_until(lambda: run.actors_ready() and run.updates() >= 2, 60, "two updates")
     trainer, victim = run.trainer, run.trainer.actors[0]
     accepted_stale = []
-    accept = trainer._accept
 
-    def accept_and_watch(record, slot, meta):
-        stale = meta.incarnation != record.incarnation
-        pending = len(trainer.pending)
-        accept(record, slot, meta)
-        if stale and len(trainer.pending) > pending:
-            accepted_stale.append(meta.frames)
+    class StaleWatch(Observer):
+        def on_unroll(self, trainer, meta, verdict):  # an older incarnation than the supervisor's, yet accepted
+            if verdict.accepted and meta.incarnation < trainer.actors[meta.actor_id].incarnation:
+                accepted_stale.append(meta.frames)
 
-    trainer._accept = accept_and_watch
+    trainer.observers.append(StaleWatch())
     old_handle = victim.handle
     os.kill(old_handle.pid, signal.SIGSTOP)
     time.sleep(0.01)  # signal delivery is asynchronous: let the stop land before reading the last heartbeat
-    last_beat = float(trainer.heartbeat[victim.actor_id])  # a stopped process writes no more heartbeats
+    last_beat = float(trainer.transport.heartbeat[victim.actor_id])  # a stopped process writes no more heartbeats
     try:
         flagged_s = harness.wait_until(lambda: victim.restarts >= 1, 30, "the stalled actor to be flagged")
         silent_s = time.time() - last_beat
@@ -215,20 +217,17 @@ def test_sigstopped_actor_is_flagged_replaced_and_its_stale_unrolls_rejected(har
     assert metrics["actor/restarts"] == 1 and metrics["transport/duplicates"] == 0
 
 
-class BatchWatch:
-    """Wraps a learner's `update` to count non-finite values in every batch the learner is given."""
+class BatchWatch(Observer):
+    """Counts non-finite values in every batch the learner is given."""
 
-    def __init__(self, learner):
+    def __init__(self):
         self.batches = 0
         self.nonfinite = 0
-        self._update = learner.update
-        learner.update = self
 
-    def __call__(self, batch: dict, frames: int):
+    def on_batch(self, trainer, batch):
         self.batches += 1
-        self.nonfinite += sum(int((~torch.isfinite(value)).sum()) for value in batch_tensors(batch)
+        self.nonfinite += sum(int((~torch.isfinite(value)).sum()) for value in batch_tensors(batch.data)
                               if value.is_floating_point())
-        return self._update(batch, frames)
 
 
 def batch_tensors(batch):
@@ -240,24 +239,13 @@ def batch_tensors(batch):
 
 
 @pytest.mark.parametrize("env_id", ["menger/Faulty-v0", "menger/FaultyVector-v0"])
-def test_env_that_raises_or_returns_nan_is_rebuilt_and_nothing_nonfinite_reaches_the_learner(harness, monkeypatch,
-                                                                                               env_id):
-    import menger.runtime.trainer as trainer_module
-
-    watches = []
-    make_learner = trainer_module.make_learner
-
-    def make_watched_learner(*args, **kwargs):
-        learner = make_learner(*args, **kwargs)
-        watches.append(BatchWatch(learner))
-        return learner
-
-    monkeypatch.setattr(trainer_module, "make_learner", make_watched_learner)
+def test_env_that_raises_or_returns_nan_is_rebuilt_and_nothing_nonfinite_reaches_the_learner(harness, env_id):
+    watch = BatchWatch()
     faults = "{nan_obs_at: 5, inf_reward_at: 9, raise_at: 13}"
     config = harness.config("runtime.launcher=threads", "runtime.actors=1", f"env.id={env_id}",
                             f"env.kwargs={faults}", "stop.target_return=null", "stop.env_frames=1024")
-    result = harness.start(config).join()
-    metrics, watch = result.final_metrics, watches[0]
+    result = harness.start(config, observers=[watch]).join()
+    metrics = result.final_metrics
     nonfinite_dropped = metrics.get("actor/env_nonfinite_dropped", 0)
     rebuilt = metrics.get("actor/env_env_rebuilt", 0)
     print(f"{env_id}: nonfinite_reaching_learner={watch.nonfinite} in {watch.batches} batches, "
@@ -306,52 +294,37 @@ class StallingEnv(gymnasium.Env):
         return self.np_random.uniform(-1.0, 1.0, 4).astype(np.float32)
 
 
-class UpdateTimes:
-    """Wraps a learner's `update`: when each update started, and how many batches held STALE_MARK observations."""
+class UpdateTimes(Observer):
+    """When each update started, and how many batches held STALE_MARK observations."""
 
-    def __init__(self, learner):
+    def __init__(self):
         self.started: list[float] = []
         self.stale_batches = 0
-        self._update = learner.update
-        learner.update = self
 
-    def __call__(self, batch: dict, frames: int):
+    def on_batch(self, trainer, batch):
         self.started.append(time.monotonic())
-        self.stale_batches += bool((batch["obs"] == STALE_MARK).any())
-        return self._update(batch, frames)
+        self.stale_batches += bool((batch.data["obs"] == STALE_MARK).any())
 
     def longest_gap(self) -> float:
         return max(later - earlier for earlier, later in zip(self.started, self.started[1:]))
 
 
 @pytest.mark.slow
-def test_stalled_actor_thread_neither_blocks_the_learner_nor_writes_into_a_new_incarnations_slot(harness,
-                                                                                              monkeypatch):
+def test_stalled_actor_thread_neither_blocks_the_learner_nor_writes_into_a_new_incarnations_slot(harness):
     """A thread cannot be killed: the learner must not wait for it, and what it writes on waking must be fenced off."""
-    import menger.runtime.trainer as trainer_module
-
     StallingEnv.stall_claimed.clear()
     if "menger-tests/Stalling-v0" not in gymnasium.registry:
         gymnasium.register("menger-tests/Stalling-v0", entry_point=StallingEnv)
-    watches = []
-    make_learner = trainer_module.make_learner
-
-    def make_timed_learner(*args, **kwargs):
-        learner = make_learner(*args, **kwargs)
-        watches.append(UpdateTimes(learner))
-        return learner
-
-    monkeypatch.setattr(trainer_module, "make_learner", make_timed_learner)
+    watch = UpdateTimes()
     timeout_s = 0.5
     config = harness.config("runtime.launcher=threads", "runtime.actors=2", "env.id=menger-tests/Stalling-v0",
-                            f"runtime.heartbeat_timeout_s={timeout_s}", "runtime.unroll_length=64",
+                            f"runtime.supervision.heartbeat_timeout_s={timeout_s}", "runtime.unroll_length=64",
                             "stop.target_return=null", "stop.env_frames=1000000")
-    run = harness.start(config)
+    run = harness.start(config, observers=[watch])
     harness.wait_until(lambda: StallingEnv.stall_claimed.is_set(), 60, "an env to stall")
-    harness.wait_until(lambda: any(record.incarnation >= 1 and record.last_sequence >= 1
+    harness.wait_until(lambda: any(record.incarnation >= 1 and delivered(run.trainer, record) >= 1
                                    for record in run.trainer.actors), 60, "the stalled actor to be replaced")
     time.sleep(STALL_S + 1.0)  # the stale thread wakes up and writes for about a second
-    watch = watches[0]
     gap = watch.longest_gap()
     run.abort()
     print(f"longest pause between learner updates {gap:.2f} s (heartbeat timeout {timeout_s} s); "

@@ -112,7 +112,7 @@ def finished_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("finished") / "run"
     config = load_experiment("cartpole-ppo", [
         "runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=4", "runtime.unroll_length=16",
-        "runtime.device=cpu", "runtime.learner_threads=1", "ppo.epochs=2", "stop.target_return=null",
+        "runtime.learner.device=cpu", "runtime.learner.threads=1", "ppo.epochs=2", "stop.target_return=null",
         f"stop.env_frames={3 * CHECKPOINT_EVERY * 64}", f"checkpoint.interval_updates={CHECKPOINT_EVERY}",
         "checkpoint.interval_s=0", "checkpoint.keep_last=3", "log.tensorboard=false", "log.progress=false"])
     api.train(config, run_dir=str(run_dir))

@@ -12,12 +12,12 @@ from menger.runtime import Trainer, TrainResult
 
 SMALL_RAY_RUN = (
     "runtime.launcher=ray",
-    "runtime.ray_actor_cpus=0.5",
+    "runtime.ray.actor_cpus=0.5",
     "runtime.envs_per_actor=4",
     "runtime.unroll_length=32",
-    "runtime.learner_threads=1",
-    "runtime.device=cpu",
-    "runtime.startup_grace_s=60",
+    "runtime.learner.threads=1",
+    "runtime.learner.device=cpu",
+    "runtime.supervision.startup_grace_s=60",
     "log.tensorboard=false",
     "log.progress=false",
     "log.interval_s=0.2",
@@ -42,7 +42,7 @@ class TrainerInThread:
     """`Trainer.run` on the ray launcher in a thread, so a test can watch it and break things under it."""
 
     def __init__(self, config: ExperimentConfig, run_dir: Path):
-        self.trainer = Trainer(config, run_dir, launcher=make_launcher("ray"))
+        self.trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime))
         self.result: TrainResult | None = None
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)

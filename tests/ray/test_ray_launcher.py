@@ -35,7 +35,7 @@ def test_params_cross_the_network_once_per_node_not_per_actor(cluster, tmp_path)
     wait_until(lambda: run.updates() >= 1, 120, "the first update")
     nodes = set(_live_placement(run.trainer).values())
     metrics = run.join(120).final_metrics
-    param_bytes = run.trainer.transport.param_bytes
+    param_bytes = run.trainer.transport.params.nbytes
     print(f"actors on {len(nodes)} nodes: copies_per_version={metrics['params/copies_per_version']}, "
           f"bytes_per_version={metrics['params/bytes_per_version']:.0f} ({param_bytes} per copy), "
           f"cache_reads={metrics['params/cache_reads']}")
@@ -94,7 +94,7 @@ def test_removing_a_node_mid_run_reschedules_its_actors_and_training_goes_on(clu
     cluster.remove_node(workers[doomed])
     frames_at_removal = run.trainer.accounts.accepted
     back_s = wait_until(lambda: all(run.trainer.actors[i].incarnation > incarnations[i]
-                                    and run.trainer.actors[i].last_sequence > 0 for i in moved), 180,
+                                    and run.trainer.coordinator.last_sequence[i] > 0 for i in moved), 180,
                         f"new incarnations of actors {moved} to deliver unrolls")
     after = _live_placement(run.trainer, moved)
     updates_back = run.updates()
@@ -147,7 +147,7 @@ def test_central_actions_on_ray_match_local_inference(cluster):
 
 
 def test_central_inference_on_the_ray_launcher_acts_for_every_actor_step(cluster, tmp_path):
-    config = ray_config("runtime.actors=2", "runtime.inference=central", "stop.env_frames=2048",
+    config = ray_config("runtime.actors=2", "runtime.inference.mode=central", "stop.env_frames=2048",
                         "stop.target_return=null")
     run = TrainerInThread(config, tmp_path / "central")
     metrics = run.join(180).final_metrics
@@ -164,7 +164,7 @@ def test_central_inference_on_the_ray_launcher_acts_for_every_actor_step(cluster
 
 @pytest.mark.slow
 def test_cartpole_ppo_reaches_475_with_central_inference_on_the_ray_launcher(cluster, tmp_path):
-    result = api.train("cartpole-ppo", overrides=[*SMALL_RAY_RUN, "runtime.inference=central", "runtime.actors=2",
+    result = api.train("cartpole-ppo", overrides=[*SMALL_RAY_RUN, "runtime.inference.mode=central", "runtime.actors=2",
                                                   "runtime.envs_per_actor=8", "runtime.unroll_length=64",
                                                   "runtime.seed=1"],
                        run_dir=str(tmp_path / "learn-central"))

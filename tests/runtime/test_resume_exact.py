@@ -9,7 +9,7 @@ FRAMES_PER_UPDATE = 16 * 4
 
 def _settings(quiet, launcher):
     return [*quiet, f"runtime.launcher={launcher}", "runtime.actors=1", "runtime.envs_per_actor=4",
-            "runtime.unroll_length=16", "runtime.device=cpu", "runtime.learner_threads=1", "ppo.lr_schedule=constant",
+            "runtime.unroll_length=16", "runtime.learner.device=cpu", "runtime.learner.threads=1", "ppo.lr_schedule=constant",
             "ppo.epochs=2", "ppo.minibatches=2", "stop.target_return=null", "checkpoint.interval_s=0"]
 
 

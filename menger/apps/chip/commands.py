@@ -43,7 +43,7 @@ def place_with_rl(problem: ChipProblem, netlist: str, budget_s: float, out: path
     watcher = CheckpointRollouts(run_dir, problem, config)
     watcher.start()
     try:
-        api.train(config, run_dir=str(run_dir))
+        api.train(config, run_dir=str(run_dir), observers=[watcher])
     except BaseException:
         watcher.stop()
         raise

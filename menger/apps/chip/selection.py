@@ -19,6 +19,7 @@ import numpy as np
 from menger.apps.chip.costs import Layout, ProxyCost
 from menger.apps.chip.env import ChipPlacementEnv
 from menger.apps.chip.problem import ChipProblem
+from menger.runtime import Observer
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +83,16 @@ class BestRollout:
             self.best = rollout
 
 
-class CheckpointRollouts:
+class CheckpointRollouts(Observer):
     """Rolls out each new checkpoint of a run while it trains and keeps the cheapest. Loop:
 
         watcher = CheckpointRollouts(run_dir, problem, config)   # config: the run's ExperimentConfig
-        watcher.start()                                           # a thread polls run_dir/checkpoints
-        api.train(config, run_dir=run_dir)
+        watcher.start()                                           # a thread rolls out run_dir/checkpoints
+        api.train(config, run_dir=run_dir, observers=[watcher])   # on_checkpoint wakes the thread
         best = watcher.finish()                                   # rolls out the final checkpoint too
 
-    The thread shares the learner's process: a rollout is a few seconds of NumPy and a small network, and
-    reading checkpoints needs no cooperation from the trainer."""
+    The thread shares the learner's process: a rollout is a few seconds of NumPy and a small network, so it
+    runs beside the trainer, not in its hook. Without the hook (a run it only watches) it looks every `poll_s`."""
 
     def __init__(self, run_dir: str | pathlib.Path, problem: ChipProblem, config, poll_s: float = 1.0):
         self.checkpoint_dir = pathlib.Path(run_dir) / "checkpoints"
@@ -102,6 +103,7 @@ class CheckpointRollouts:
         self._network = None
         self._rolled_out: str | None = None  # the newest checkpoint directory already rolled out
         self._stop = threading.Event()
+        self._saved = threading.Event()  # a checkpoint was written since the last look
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
@@ -109,9 +111,13 @@ class CheckpointRollouts:
         self._thread = threading.Thread(target=self._watch, name="chip-checkpoint-rollouts", daemon=True)
         self._thread.start()
 
+    def on_checkpoint(self, trainer, step: int, path) -> None:
+        self._saved.set()
+
     def stop(self) -> None:
-        """Stop the polling thread (after the rollout in progress, if any)."""
+        """Stop the watching thread (after the rollout in progress, if any)."""
         self._stop.set()
+        self._saved.set()
         if self._thread is not None:
             self._thread.join()
 
@@ -166,7 +172,11 @@ class CheckpointRollouts:
 
     def _watch(self) -> None:
         try:
-            while not self._stop.wait(self.poll_s):
+            while True:
+                self._saved.wait(self.poll_s)
+                self._saved.clear()
+                if self._stop.is_set():
+                    return
                 self.poll()
         except BaseException as error:  # reported by finish(), where the caller can act on it
             self._error = error

@@ -1,0 +1,53 @@
+"""Async coordination (IMPALA, APPO): actors never wait for an update; policy lag is bounded by dropping.
+
+Each actor holds `slots_per_actor` slots. A slot is granted again as soon as the learner has copied it, so an
+actor keeps working while the learner steps. Unrolls older than `max_policy_lag` versions when they arrive are
+dropped and counted. A batch is `batch_unrolls` accepted unrolls (0 = one per actor).
+
+Flow control: a batch of N unrolls must fit in the slots that exist, because a pending unroll keeps its slot
+until it is batched. `batch_unrolls` > actors x `slots_per_actor` could never fill and is refused when the
+coordinator is built; losing actors for good (given up) below that capacity ends the run with the same error.
+"""
+from __future__ import annotations
+
+from menger.coordinator.base import FlowControlError, SlotCoordinator
+from menger.core import UnrollMeta
+
+
+class AsyncCoordinator(SlotCoordinator):
+    def __init__(self, num_actors: int, slots_per_actor: int, batch_unrolls: int, max_policy_lag: int):
+        super().__init__(num_actors, slots_per_actor)
+        self.batch_unrolls = batch_unrolls or num_actors
+        self.max_policy_lag = max_policy_lag
+        self._check_capacity(num_actors, "")
+
+    def _check_capacity(self, actors: int, why: str) -> None:
+        capacity = actors * self.slots_per_actor
+        if self.batch_unrolls > capacity:
+            raise FlowControlError(
+                f"{why}a batch of runtime.coordination.batch_unrolls={self.batch_unrolls} unrolls can never fill: "
+                f"{actors} actor(s) x runtime.coordination.slots_per_actor={self.slots_per_actor} hold at most "
+                f"{capacity} unrolls, and a pending unroll keeps its slot until it is batched; use batch_unrolls "
+                f"<= {capacity}, or more runtime.actors or slots_per_actor")
+
+    def actor_given_up(self, actor_id: int) -> None:
+        super().actor_given_up(actor_id)
+        remaining = self.given_up.count(False)
+        if remaining:  # none left: the supervisor's no-actor deadline ends the run with its own error
+            self._check_capacity(remaining, f"actor {actor_id} was given up, so ")
+
+    def _on_started(self, actor_id: int, first: bool) -> None:
+        while self.free[actor_id]:
+            self._grant(actor_id)
+
+    def _drop_reason(self, meta: UnrollMeta) -> str | None:
+        return "policy_lag" if self.version - meta.policy_version > self.max_policy_lag else None
+
+    def batch_ready(self) -> bool:
+        return len(self.pending) >= self.batch_unrolls
+
+    def _batch_size(self) -> int:
+        return self.batch_unrolls
+
+    def _on_taken(self, slot: int) -> None:
+        self._regrant(slot)

@@ -1,0 +1,159 @@
+"""What every slot-granting coordinator shares: which actor owns which slot, and what each slot is doing.
+
+Actor `a` owns slots `a * k .. a * k + k - 1` (k = `slots_per_actor`). A slot is in exactly one state:
+
+    free     held by the learner, waiting to be granted (after a copy, a loss, or a sync round)
+    granted  the actor may fill it (a grant was queued or sent)
+    pending  an accepted unroll sits in it, waiting for a batch
+
+A tag that arrives twice (a duplicate) names a slot that was already handled the first time, so only a slot
+that is still granted goes back to its actor: a slot is never granted while it holds a pending unroll.
+
+Incarnations fence the past: the coordinator's idea of actor `a`'s incarnation changes only in
+`actor_started`, so the last unrolls a dead incarnation sent before dying are still judged as its own, and
+anything an older incarnation sends after its successor started is dropped as `stale_incarnation`.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from menger.config import ConfigError
+from menger.core import Batch, UnrollMeta, Verdict
+
+
+class FlowControlError(ConfigError):
+    """The coordination settings can never fill a batch: the run would wait forever."""
+
+
+class SlotCoordinator:
+    """Slot bookkeeping and the checks every mode makes (stale incarnations, duplicates); subclasses decide
+    when to grant (`_on_started`, `_on_taken`, `published`), what else to drop (`_drop_reason`) and when a
+    batch is ready (`batch_ready`, `_batch_size`)."""
+
+    idle_between_batches = False  # True where actors wait between batches, so their state is a clean cut
+
+    def __init__(self, num_actors: int, slots_per_actor: int):
+        if num_actors < 1 or slots_per_actor < 1:
+            raise FlowControlError(f"a coordinator needs at least one actor and one slot each; got {num_actors} "
+                                   f"actor(s) x {slots_per_actor} slot(s)")
+        self.num_actors, self.slots_per_actor = num_actors, slots_per_actor
+        self.version = 0
+        self.incarnation = [-1] * num_actors   # -1: never started
+        self.last_sequence = [0] * num_actors
+        self.alive = [False] * num_actors
+        self.given_up = [False] * num_actors
+        self.free: list[list[int]] = [list(self.slots_of(a)) for a in range(num_actors)]
+        self.pending: list[tuple[int, UnrollMeta]] = []
+        self.granted: set[int] = set()  # granted (or queued to be): the actor may be filling them
+        self._queued: list[tuple[int, int]] = []
+
+    def slots_of(self, actor_id: int) -> range:
+        k = self.slots_per_actor
+        return range(actor_id * k, (actor_id + 1) * k)
+
+    def owner(self, slot: int) -> int:
+        return slot // self.slots_per_actor
+
+    # ----- incarnations ---------------------------------------------------------------------------------
+    def actor_started(self, actor_id: int, incarnation: int) -> None:
+        """A new incarnation runs: every slot of the actor that holds no pending unroll is free for it."""
+        first = self.incarnation[actor_id] < 0
+        self.incarnation[actor_id], self.last_sequence[actor_id] = incarnation, 0
+        self.alive[actor_id] = True
+        self._reclaim(actor_id)
+        self._on_started(actor_id, first)
+
+    def actor_lost(self, actor_id: int) -> None:
+        """The incarnation died or was stopped: grants it held come back; its accepted unrolls stay pending."""
+        self.alive[actor_id] = False
+        self._reclaim(actor_id)
+
+    def actor_given_up(self, actor_id: int) -> None:
+        """No more incarnations will come: the actor no longer counts for batches."""
+        self.actor_lost(actor_id)
+        self.given_up[actor_id] = True
+
+    def _reclaim(self, actor_id: int) -> None:
+        pending = {slot for slot, _ in self.pending}
+        self.free[actor_id] = [slot for slot in self.slots_of(actor_id) if slot not in pending]
+        self.granted.difference_update(self.slots_of(actor_id))
+        self._queued = [(a, slot) for a, slot in self._queued if a != actor_id]
+
+    # ----- grants ---------------------------------------------------------------------------------------
+    def _grant(self, actor_id: int) -> None:
+        """Queue a grant of the actor's next free slot (the trainer sends it with `grants()`)."""
+        if self.free[actor_id]:
+            slot = self.free[actor_id].pop(0)
+            self.granted.add(slot)
+            self._queued.append((actor_id, slot))
+
+    def _regrant(self, slot: int) -> None:
+        """The slot is copied or rejected: hand it straight back to its actor if that one still runs."""
+        actor_id = self.owner(slot)
+        if self.alive[actor_id]:
+            self.granted.add(slot)
+            self._queued.append((actor_id, slot))
+        else:
+            self.free[actor_id].append(slot)
+
+    def grants(self) -> list[tuple[int, int]]:
+        """(actor, slot) pairs to send now; each is then granted until the actor returns the slot or is lost."""
+        queued, self._queued = self._queued, []
+        return queued
+
+    def grant_failed(self, actor_id: int, slot: int) -> None:
+        """The transport could not reach the actor (it is gone); the slot waits for the next incarnation."""
+        self.granted.discard(slot)
+        self.free[actor_id].append(slot)
+
+    # ----- unrolls --------------------------------------------------------------------------------------
+    def accept(self, slot: int, meta: UnrollMeta) -> Verdict:
+        actor_id = meta.actor_id
+        if meta.incarnation != self.incarnation[actor_id]:
+            return Verdict(False, "stale_incarnation")  # its slots were reclaimed when its successor started
+        was_granted = slot in self.granted
+        self.granted.discard(slot)
+        if meta.sequence <= self.last_sequence[actor_id]:
+            if was_granted:  # a redelivered tag names a slot already handled: only a granted one goes back
+                self._regrant(slot)
+            return Verdict(False, "duplicate")
+        self.last_sequence[actor_id] = meta.sequence
+        reason = self._drop_reason(meta)
+        if reason is not None:
+            self._regrant(slot)
+            return Verdict(False, reason, delivered=True)
+        self.pending.append((slot, meta))
+        self._on_accepted(actor_id)
+        return Verdict(True, None, delivered=True)
+
+    def take_batch(self, gather: Callable[[list[int]], dict]) -> Batch:
+        """Gather the next batch's slots (a copy), then free or re-grant them."""
+        size = self._batch_size()
+        taken, self.pending = self.pending[:size], self.pending[size:]
+        data = gather([slot for slot, _ in taken])
+        for slot, _ in taken:
+            self._on_taken(slot)
+        metas = [meta for _, meta in taken]
+        return Batch(data, metas, [self.version - meta.policy_version for meta in metas])
+
+    def published(self, version: int) -> None:
+        self.version = version
+
+    # ----- what each mode decides ----------------------------------------------------------------------
+    def _on_started(self, actor_id: int, first: bool) -> None:
+        raise NotImplementedError
+
+    def _on_accepted(self, actor_id: int) -> None:
+        pass
+
+    def _on_taken(self, slot: int) -> None:
+        raise NotImplementedError
+
+    def _drop_reason(self, meta: UnrollMeta) -> str | None:
+        return None
+
+    def _batch_size(self) -> int:
+        raise NotImplementedError
+
+    def batch_ready(self) -> bool:
+        raise NotImplementedError

@@ -1,0 +1,134 @@
+"""The parameter server on Ray: each version put in the object store once, read through one cache per node.
+
+    learner (driver):  RayParameterServer.publish(policy, version) -> ray.put(flat parameters), once per version
+    every node:        one ParameterCache actor (num_cpus=0, pinned there): fetches a version the first time an
+                       actor of its node needs it, so about one copy per version crosses the network per node
+    actor:             CachedParameters (its ParameterSource): the version the learner offered with the unroll
+                       call, read through its node's cache
+    central inference: RayParameterServer.latest() in the driver: no copy leaves the driver for inference
+
+Only this module, `menger.transport.ray`, `menger.inference.ray` and `menger.launch.ray` import Ray.
+"""
+from __future__ import annotations
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import RayError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+GET_TIMEOUT_S = 60.0  # bound of every fetch of an object that is known to be ready (or of a small control call)
+
+
+class RayParameterServer:
+    """The learner's side: the newest version as an object reference (for actors) and as an array (for the driver)."""
+
+    def __init__(self, policy):
+        self.nbytes = 4 * sum(p.numel() for p in policy.parameters())
+        self.version, self.ref = -1, None
+        self._published: tuple[int, np.ndarray] | None = None
+
+    def publish(self, policy, version: int) -> None:
+        flat = parameters_to_vector([p.detach() for p in policy.parameters()]).to("cpu", torch.float32).numpy()
+        self.ref = ray.put(flat)
+        self.version = version
+        self._published = (version, flat)
+
+    def latest(self) -> tuple[int, np.ndarray]:
+        """(version, flat float32 parameters) as last published: what central inference in the driver reads.
+
+        Each version is a new array that is never written again, so a reader in another thread sees a whole one.
+        """
+        if self._published is None:
+            raise RuntimeError("no parameters published yet: the trainer publishes version 0 before starting actors")
+        return self._published
+
+
+class ParameterCache:
+    """One per node (pinned there with NodeAffinitySchedulingStrategy): Menger's parameter cache.
+
+    `read(version, source)` fetches `source[0]` (the learner's object for `version`) only when the cache holds an
+    older version, stores it in its node's object store with `ray.put`, and returns that local reference, so the
+    learner sends each version about once per node instead of once per actor.
+    """
+
+    def __init__(self):
+        self.version, self.local, self.fetches, self.bytes_fetched, self.reads = -1, None, 0, 0, 0
+
+    def read(self, version: int, source: list) -> tuple[int, list]:
+        if version > self.version:
+            flat = ray.get(source[0], timeout=GET_TIMEOUT_S)
+            self.local = [ray.put(flat)]
+            self.version = version
+            self.fetches += 1
+            self.bytes_fetched += int(flat.nbytes)
+        self.reads += 1
+        return self.version, self.local
+
+    def stats(self) -> dict:
+        return {"fetches": self.fetches, "bytes": self.bytes_fetched, "reads": self.reads, "version": self.version}
+
+
+class CachedParameters:
+    """An actor's ParameterSource on Ray: the version the learner last offered, read through the node's cache."""
+
+    def __init__(self, cache):
+        self.cache, self.offered, self.source = cache, -1, None
+
+    def offer(self, version: int, source: list) -> None:
+        self.offered, self.source = version, source
+
+    def version(self) -> int:
+        return self.offered
+
+    def read_into(self, module) -> int:
+        if self.cache is None:  # a node that joined after the caches were made: read the learner's copy
+            version, flat = self.offered, ray.get(self.source[0], timeout=GET_TIMEOUT_S)
+        else:
+            version, local = ray.get(self.cache.read.remote(self.offered, self.source), timeout=GET_TIMEOUT_S)
+            flat = ray.get(local[0], timeout=GET_TIMEOUT_S)
+        with torch.no_grad():
+            vector_to_parameters(torch.from_numpy(np.array(flat)), module.parameters())
+        return version
+
+
+class ParameterCaches:
+    """The per-node caches: made for every live node, remade when nodes come and go."""
+
+    def __init__(self):
+        self.by_node: dict[str, object] = {}
+        self.asked: list = []       # stats calls in flight: answered by the next `stats()`, so it never blocks
+        self.latest: dict = {}      # node id -> the newest stats of its cache
+
+    def refresh(self) -> dict[str, object]:
+        alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
+        for node_id in set(self.by_node) - alive:
+            self.by_node.pop(node_id)
+        for node_id in alive - set(self.by_node):
+            strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+            self.by_node[node_id] = ray.remote(ParameterCache).options(
+                num_cpus=0, scheduling_strategy=strategy, max_concurrency=1).remote()
+        return dict(self.by_node)
+
+    def stats(self, wait_s: float = 0.0) -> list[dict]:
+        """The caches' counters as of the previous call (or `wait_s` for this one's answers)."""
+        if self.asked:
+            refs = [ref for _, ref in self.asked]
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
+            for node_id, ref in self.asked:
+                if ref in ready:
+                    try:
+                        self.latest[node_id] = ray.get(ref, timeout=GET_TIMEOUT_S)
+                    except RayError:  # the cache's node is gone; its last counters still count
+                        pass
+        self.asked = [(node_id, cache.stats.remote()) for node_id, cache in self.by_node.items()]
+        return list(self.latest.values())
+
+    def kill_all(self) -> None:
+        for cache in self.by_node.values():
+            try:
+                ray.kill(cache)
+            except RayError:
+                pass
+        self.by_node.clear()

@@ -1,0 +1,162 @@
+"""The actor supervisor: heartbeats, restarts with back-off and a cap, incarnations, the no-actor deadline.
+
+Loop (`Trainer.run` calls `tick` every turn)::
+
+    for each actor that is not given up:
+        waiting to restart and its back-off has passed  -> fleet.start(actor, incarnation)
+        its handle says it died                         -> lose it: "died (exit code ...)"
+        silent (no heartbeat) for heartbeat_timeout_s   -> kill it, then lose it: "stalled"
+    losing an actor: fleet.retire(actor) collects its last words and releases its link (returns the frames of
+    its partial unroll), the incarnation number moves on, and a restart is scheduled after a back-off of
+    0.05 s x 2^(failures in a row - 1), at most 5 s. More than `max_restarts` failures in a row (restarts
+    without a delivered unroll in between) give the actor up: fleet.give_up(actor).
+    no actor alive for no_actor_deadline_s -> NoActorsError, naming the actors' last errors
+
+The supervisor knows actors only through its `Fleet` (the trainer wires it to the transport and the
+coordinator) and reads time only through `clock`, so it is tested with fakes of both.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from menger.core import ActorHandle
+
+log = logging.getLogger("menger.supervisor")
+
+MAX_BACKOFF_S = 5.0
+FIRST_BACKOFF_S = 0.05
+
+
+class NoActorsError(RuntimeError):
+    """No actor was alive for longer than the deadline."""
+
+
+class Fleet(Protocol):
+    """What the supervisor does to actors, as the trainer wires it."""
+
+    def start(self, actor_id: int, incarnation: int) -> ActorHandle:
+        """Start this incarnation of the actor (and grant it its slots)."""
+
+    def silent_for(self, actor_id: int) -> float:
+        """Seconds since the actor's last sign of life."""
+
+    def retire(self, actor_id: int) -> int:
+        """A lost incarnation: collect what it sent before it went, release its link; frames its partial unroll
+        loses."""
+
+    def give_up(self, actor_id: int) -> None:
+        """No more incarnations of this actor will be started."""
+
+
+@dataclass
+class ActorRecord:
+    actor_id: int
+    incarnation: int = 0
+    handle: ActorHandle | None = None
+    restarts: int = 0
+    lost: int = 0                 # incarnations lost (died or stalled), including any found at the final pass
+    failures_in_a_row: int = 0    # losses since the last unroll this actor delivered: drives back-off and the cap
+    restart_at: float | None = None
+    given_up: bool = False
+    last_error: str = ""
+
+
+class ActorSupervisor:
+    def __init__(self, config, num_actors: int, fleet: Fleet, clock: Callable[[], float] = time.monotonic):
+        """`config`: a `SupervisionConfig` (heartbeat_timeout_s, no_actor_deadline_s, max_restarts)."""
+        self.config, self.fleet, self.clock = config, fleet, clock
+        self.actors = [ActorRecord(i) for i in range(num_actors)]
+        self._last_alive = clock()
+
+    # ----- the loop -------------------------------------------------------------------------------------
+    def start_all(self) -> None:
+        for record in self.actors:
+            self._start(record)
+        self._last_alive = self.clock()
+
+    def tick(self) -> None:
+        """One supervision pass: restart what is due, lose the dead and the stalled, enforce the deadline."""
+        alive = 0
+        for record in self.actors:
+            if record.given_up:
+                continue
+            if record.handle is None:
+                if record.restart_at is not None and self.clock() >= record.restart_at:
+                    self._start(record)
+                    alive += 1  # just started: alive until its heartbeat says otherwise
+                continue
+            why = self._failure(record)
+            if why is None:
+                alive += 1
+            else:
+                self._lose(record, why)
+        if alive:
+            self._last_alive = self.clock()
+        elif self.clock() - self._last_alive > self.config.no_actor_deadline_s:
+            errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
+            raise NoActorsError(f"no actor has been alive for {self.config.no_actor_deadline_s:.0f} s "
+                                f"(runtime.supervision.no_actor_deadline_s); last errors: {errors or 'none reported'}")
+
+    def final_pass(self) -> None:
+        """As the run ends: count incarnations that died since the last pass, without restarting them."""
+        for record in self.actors:
+            if record.handle is not None and not record.handle.is_alive():
+                record.lost += 1
+                record.handle = None
+
+    # ----- what the trainer reports ---------------------------------------------------------------------
+    def delivered(self, actor_id: int) -> None:
+        """The actor's live incarnation delivered an unroll: it is healthy, back-off and the cap start over."""
+        self.actors[actor_id].failures_in_a_row = 0
+
+    def report_error(self, actor_id: int, text: str) -> None:
+        self.actors[actor_id].last_error = text
+
+    # ----- views ----------------------------------------------------------------------------------------
+    def handles(self) -> list[ActorHandle]:
+        return [r.handle for r in self.actors if r.handle is not None]
+
+    def metrics(self) -> dict[str, float]:
+        return {"actor/restarts": sum(r.restarts for r in self.actors),
+                "actor/lost": sum(r.lost for r in self.actors),
+                "actor/given_up": sum(r.given_up for r in self.actors),
+                "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive())}
+
+    # ----- internals ------------------------------------------------------------------------------------
+    def _start(self, record: ActorRecord) -> None:
+        record.restart_at = None
+        record.handle = self.fleet.start(record.actor_id, record.incarnation)
+
+    def _failure(self, record: ActorRecord) -> str | None:
+        if not record.handle.is_alive():
+            code = getattr(record.handle, "exitcode", None)
+            return f"died (exit code {code})"
+        timeout = self.config.heartbeat_timeout_s
+        if self.fleet.silent_for(record.actor_id) > timeout:
+            record.handle.kill()
+            record.handle.join(0.5)  # a process dies at once; a stalled thread cannot be killed and is fenced
+            return f"stalled (no heartbeat for {timeout:.1f} s)"
+        return None
+
+    def _lose(self, record: ActorRecord, why: str) -> None:
+        lost_frames = self.fleet.retire(record.actor_id)  # its last words may carry an error and an unroll
+        if record.last_error and why.startswith("died"):
+            why += f": {record.last_error}"
+        record.handle = None
+        record.lost += 1
+        record.restarts += 1
+        record.failures_in_a_row += 1
+        record.incarnation += 1
+        if record.failures_in_a_row > self.config.max_restarts:
+            record.given_up = True
+            log.error("actor %d %s; restarted %d times in a row without delivering an unroll, giving it up "
+                      "(runtime.supervision.max_restarts)", record.actor_id, why, record.failures_in_a_row - 1)
+            self.fleet.give_up(record.actor_id)
+            return
+        backoff = min(FIRST_BACKOFF_S * 2 ** (record.failures_in_a_row - 1), MAX_BACKOFF_S)
+        record.restart_at = self.clock() + backoff
+        log.warning("actor %d %s; %d frames of its partial unroll dropped; restarting as incarnation %d in %.2f s",
+                    record.actor_id, why, lost_frames, record.incarnation, backoff)
