@@ -64,24 +64,19 @@ def test_ale_ids_resolve_without_importing_ale_first():
     assert done.stdout.strip() == "(1, 4, 84, 84)"
 
 
-def test_ids_of_lazily_imported_providers_resolve(user_envs_on_path, monkeypatch):
-    monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ("menger_test_lazy_provider",))
-    env = make_vec_env("MengerTestLazy-v0", 2, seed=0)
-    assert env.reset().shape == (2, 1)
-
-
-def test_a_provider_that_fails_to_import_is_reported_with_the_unknown_id(monkeypatch):
-    monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ("menger_no_such_provider",))
-    with pytest.raises(UnknownEnvError, match="menger_no_such_provider could not be imported"):
-        make_vec_env("NoSuchEnvAnywhere-v0", 2, seed=0)
-
-
 def _install_fake_distribution(root, entry_points: str) -> None:
     """A distribution on sys.path that declares ``entry_points``, as ``pip install`` of a plugin would."""
     info = root / "menger_test_plugin-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: menger-test-plugin\nVersion: 0\n")
     (info / "entry_points.txt").write_text(entry_points)
+
+
+def test_a_provider_module_declared_as_an_entry_point_registers_its_ids(user_envs_on_path, tmp_path, monkeypatch):
+    _install_fake_distribution(tmp_path, "[menger.env_providers]\nlazy = menger_test_lazy_provider\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = make_vec_env("MengerTestLazy-v0", 2, seed=0)
+    assert env.reset().shape == (2, 1)
 
 
 def test_ids_of_entry_point_providers_resolve(user_envs_on_path, tmp_path, monkeypatch):
@@ -97,7 +92,6 @@ def test_ids_of_entry_point_providers_resolve(user_envs_on_path, tmp_path, monke
     _install_fake_distribution(tmp_path, "[menger.env_providers]\nmodule = menger_test_plugin\n"
                                          "function = menger_test_plugin:register\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr("menger.envs.make.LAZY_ENV_PROVIDERS", ())
     ids = ("MengerTestPluginModule-v0", "MengerTestPluginFunction-v0")
     assert not any(env_id in gymnasium.registry for env_id in ids)
     try:
