@@ -62,8 +62,10 @@ def _request_in_background(slots, params, actors):
                                 args=(torch.zeros(B, 4), None), daemon=True) for a in actors]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 5.0
-    while int((slots.request_seq != slots.reply_seq).sum()) < len(actors) and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30.0
+    while int((slots.request_seq != slots.reply_seq).sum()) < len(actors):
+        assert time.monotonic() < deadline, f"only {int((slots.request_seq != slots.reply_seq).sum())} of " \
+                                            f"{len(actors)} requests arrived within 30 s"
         time.sleep(0.001)
     return threads
 
