@@ -83,8 +83,10 @@ class Trainer:
                 if self.coordinator.batch_ready():
                     self._learn()                           # gather, update, publish version += 1
                     reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested)
-                    if reason is None and self._checkpoint_due():
-                        self._checkpoint()                  # sync: before the next round's grants go out
+                    if reason is None:
+                        if self._checkpoint_due():
+                            self._checkpoint()              # sync: before the next round's grants go out
+                        self._send_grants()                 # sync: the next round, at once
                 else:
                     reason = self.stop_rules.while_waiting(self.elapsed(), self._stop_requested)
                 if reason is None:
