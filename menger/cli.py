@@ -66,7 +66,8 @@ def _train_overrides(args) -> list[str]:
     return list(args.overrides) + [f"{k}={v}" for k, v in flags.items() if v is not None]
 
 
-def _finish(result, config) -> int:
+def _finish(result, config, stopper=None) -> int:
+    """Print the summary and write the plot; the exit code is 128 + the signal's number when one stopped the run."""
     from menger.logging import print_summary
     from menger.plot import plot_run
 
@@ -78,6 +79,12 @@ def _finish(result, config) -> int:
         plot_line = f"plot:    not written ({exc})"
     print(f"results: {result.run_dir}  (metrics.jsonl, tb/, checkpoints/, config.yaml)")
     print(plot_line)
+    if stopper is not None and stopper.received is not None:
+        import signal
+
+        name = signal.Signals(stopper.received).name
+        print(f"stopped by {name} with a checkpoint; continue with: menger resume {result.run_dir}")
+        return 128 + stopper.received
     if config.stop.target_return is not None:
         print("target reached" if result.reached_target else "target NOT reached")
     return 0
@@ -86,20 +93,30 @@ def _finish(result, config) -> int:
 def cmd_train(args) -> int:
     from menger import api
     from menger.experiment import load_experiment
+    from menger.runtime import StopOnSignals
 
     config = load_experiment(args.experiment, _train_overrides(args))  # validates everything before starting
     run_dir = Path(args.run_dir) if args.run_dir else api.default_run_dir(config)
     print(f"training {config.name} ({config.algo}, {config.coordination}, {config.runtime.launcher} launcher, "
           f"{config.runtime.actors} actors x {config.runtime.envs_per_actor} envs) -> {run_dir}")
-    result = api.run_experiment(config, run_dir, progress=not args.no_progress)
-    return _finish(result, config)
+    stopper = StopOnSignals()
+    try:
+        result = api.run_experiment(config, run_dir, progress=not args.no_progress, observers=[stopper])
+    finally:
+        stopper.restore()
+    return _finish(result, config, stopper)
 
 
 def cmd_resume(args) -> int:
     from menger import api
+    from menger.runtime import StopOnSignals
 
-    result = api.resume(args.run_dir, args.overrides, progress=not args.no_progress)
-    return _finish(result, api.load_run_config(args.run_dir))
+    stopper = StopOnSignals()
+    try:
+        result = api.resume(args.run_dir, args.overrides, progress=not args.no_progress, observers=[stopper])
+    finally:
+        stopper.restore()
+    return _finish(result, api.load_run_config(args.run_dir), stopper)
 
 
 def cmd_eval(args) -> int:

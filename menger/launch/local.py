@@ -82,7 +82,8 @@ def _guarded(target: Callable, kwargs: dict) -> None:
 
 
 def _process_main(target: Callable, kwargs: dict) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # stopping is the learner's to handle: it
+        signal.signal(signum, signal.SIG_IGN)                     # checkpoints first; actors exit after it
     try:
         _guarded(target, kwargs)
     except BaseException:  # noqa: BLE001 - already reported to the learner

@@ -134,7 +134,8 @@ def _broadcast_parameters(policy) -> None:
 def _worker_main(rank: int, world: int, port: int, backend: str, config, spaces, run_dir, resume: bool,
                  staging: UnrollBuffers, flat_params: torch.Tensor, conn, parent_pid: int) -> None:
     """A forked learner: build the same learner, join the group, then step on the shares rank 0 hands it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # stopping is the driver's to handle
+        signal.signal(signum, signal.SIG_IGN)
     code = 0
     try:
         learner = _build_learner(config, spaces, rank, run_dir, resume)

@@ -15,6 +15,13 @@ keep them short (hand long work to a thread of your own, as the chip watcher doe
 """
 from __future__ import annotations
 
+import functools
+import logging
+import signal
+import threading
+
+log = logging.getLogger("menger.trainer")
+
 
 class Observer:
     def on_start(self, trainer) -> None:
@@ -47,3 +54,37 @@ class MetricsWriter(Observer):
 
     def on_metrics(self, trainer, metrics: dict) -> None:
         self.logger.write(metrics, step=int(metrics["time/env_frames"]))
+
+
+class StopOnSignals(Observer):
+    """SIGTERM and SIGHUP stop a run the way a time limit does: the loop ends at its next turn, writes its closing
+    checkpoint and shuts down, so `menger resume` continues from there. docker, systemd, Kubernetes and Slurm stop
+    jobs with SIGTERM; a closed terminal sends SIGHUP. A second signal interrupts at once (KeyboardInterrupt, as
+    Ctrl-C: the trainer still tries to write a checkpoint). `received` is the first signal's number, or None.
+
+    Signal handlers belong to the main thread: in any other thread this observer does nothing.
+    """
+
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)):
+        self.signals, self.received = signals, None
+        self._previous: dict[int, object] = {}
+
+    def on_start(self, trainer) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, functools.partial(self._handle, trainer))
+
+    def _handle(self, trainer, signum: int, frame) -> None:
+        if self.received is not None:
+            raise KeyboardInterrupt(f"a second {signal.Signals(signum).name}")
+        self.received = signum
+        log.warning("%s received: stopping after the current step, with a checkpoint (send it again to "
+                    "interrupt at once)", signal.Signals(signum).name)
+        trainer.request_stop()
+
+    def restore(self) -> None:
+        """Put back the handlers that were there before the run."""
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
