@@ -285,10 +285,21 @@ def _plain(value: Any) -> Any:
 
 
 class _YamlLoader(yaml.SafeLoader):
-    """SafeLoader that also reads '1e-3' as a float, for files and --set values alike.
+    """SafeLoader that also reads '1e-3' as a float, for files and --set values alike, and refuses a key given
+    twice in one mapping (PyYAML silently keeps the last one, so an edit lower in a file would hide one above).
 
     PyYAML follows YAML 1.1, where a float needs a dot ('1.0e-3'); 'lr: 1e-3' would otherwise be a string.
     """
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"the key {key!r} is given twice in one mapping (lines {seen[key] + 1} and "
+                                  f"{key_node.start_mark.line + 1}); keep one of them")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
 
 
 _YamlLoader.add_implicit_resolver(
@@ -351,6 +362,8 @@ def load_yaml(path: str | Path) -> dict:
         data = _parse_yaml(text)
     except yaml.YAMLError as error:
         raise ConfigError(f"config file {path} is not valid YAML: {error}") from error
+    except ConfigError as error:
+        raise ConfigError(f"config file {path}: {error}") from error
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -37,6 +37,11 @@ class ModelConfig:
     network: Optional[str] = field(None, doc="a custom torch module 'package.module:Class'; see docs/architecture.md")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the custom network")
 
+    def __post_init__(self):
+        if any(size < 1 for size in self.hidden):
+            raise ConfigError(f"model.hidden={list(self.hidden)}: every layer needs at least one unit; "
+                              "write the sizes you want, e.g. model.hidden=[64,64]")
+
 
 @dataclass(frozen=True)
 class PPOConfig:

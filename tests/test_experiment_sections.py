@@ -72,3 +72,21 @@ def test_an_unknown_key_in_a_section_is_still_named_with_a_suggestion():
 def test_learners_that_would_get_fewer_columns_than_minibatches_are_refused_when_read():
     with pytest.raises(ConfigError, match="runtime.learner.count=4 leaves a learner 4 unroll column"):
         load_experiment("cartpole-impala", ["runtime.learner.count=4", "vtrace.minibatches=8"])
+
+
+def test_a_key_given_twice_in_an_experiment_file_is_an_error_naming_both_lines(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("algo: ppo\nppo:\n  lr: 0.001\n  epochs: 4\n  lr: 0.01\nstop: {env_frames: 100}\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml: the key 'lr' is given twice in one mapping \(lines 3 and 5\)"):
+        load_experiment(str(path))
+
+
+def test_a_key_given_twice_in_a_flow_mapping_is_an_error_too():
+    with pytest.raises(ConfigError, match="'actors' is given twice"):
+        load_experiment("cartpole-ppo", ["runtime={actors: 1, actors: 2}"])
+
+
+@pytest.mark.parametrize("hidden", ["[0]", "[64,0]", "[-3]"])
+def test_layer_sizes_below_one_are_refused(hidden):
+    with pytest.raises(ConfigError, match="every layer needs at least one unit"):
+        load_experiment("cartpole-ppo", [f"model.hidden={hidden}"])
