@@ -289,6 +289,8 @@ def _read_verified(path: Path) -> Checkpoint:
         metadata = json.loads(contents[META_FILE])
     except Exception as error:  # verified bytes that still do not parse: written by something else
         raise CheckpointError(f"contents do not parse although the sums match: {error}") from error
+    if isinstance(metadata, dict) and metadata.get("format") == _STATE_FORMAT:
+        unflatten_state(tensors, metadata)  # a state that cannot be rebuilt is as unusable as a damaged file
     return Checkpoint(step=manifest["step"], path=path, tensors=tensors, metadata=metadata)
 
 
@@ -356,7 +358,12 @@ def unflatten_state(tensors: dict[str, torch.Tensor], metadata: dict) -> dict:
         found = metadata.get("format") if isinstance(metadata, dict) else type(metadata).__name__
         raise CheckpointError(f"state metadata has format {found!r}, expected {_STATE_FORMAT!r}; pass the "
                               f"structure returned by flatten_state")
-    return _decode(metadata["root"], tensors)
+    try:
+        return _decode(metadata["root"], tensors)
+    except CheckpointError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as error:  # hand-edited or written by something else
+        raise CheckpointError(f"state metadata is malformed ({type(error).__name__}: {error})") from error
 
 
 def _encode(value: Any, path: list[str], tensors: dict[str, torch.Tensor]) -> Any:
@@ -410,8 +417,12 @@ def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
     if kind == "tensor":
         return _lookup(tensors, node["key"])
     if kind == "ndarray":
+        dtype = np.dtype(node["dtype"])
+        if dtype.hasobject or dtype.fields is not None:  # flatten_state never writes these: refuse, never build
+            raise CheckpointError(f"state metadata asks for a numpy array of dtype {dtype}, which holds Python "
+                                  f"objects or fields; flatten_state writes plain numeric arrays only")
         raw = _lookup(tensors, node["key"]).numpy().tobytes()
-        array = np.frombuffer(raw, dtype=np.dtype(node["dtype"])).reshape(node["shape"]).copy()
+        array = np.frombuffer(raw, dtype=dtype).reshape(node["shape"]).copy()
         return array[()] if node["scalar"] else array
     if kind == "dict":
         return {key: _decode(item, tensors) for key, item in node["items"]}

@@ -334,3 +334,43 @@ def test_disk_full_mid_write_fails_cleanly(tmp_path, monkeypatch, failing_file):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000001"], "temporary directory left behind"
     assert file_hashes(previous) == hashes_before
     assert manager.load_latest().step == 1
+
+
+def _rewrite_meta(path, edit):
+    """Edit a checkpoint's meta.json and re-sign it: the sums match, only the contents are hostile."""
+    from menger.checkpoint import META_FILE, MANIFEST_FILE, _manifest
+
+    meta = json.loads((path / META_FILE).read_text())
+    edit(meta)
+    data = json.dumps(meta).encode()
+    (path / META_FILE).write_bytes(data)
+    manifest = json.loads((path / MANIFEST_FILE).read_text())
+    tensors = (path / "tensors.safetensors").read_bytes()
+    (path / MANIFEST_FILE).write_bytes(_manifest(manifest["step"], {"tensors.safetensors": tensors, META_FILE: data}))
+
+
+def _set_dtype(node, dtype):
+    if isinstance(node, dict):
+        if node.get("kind") == "ndarray":
+            node["dtype"] = dtype
+        for value in node.values():
+            _set_dtype(value, dtype)
+    elif isinstance(node, list):
+        for value in node:
+            _set_dtype(value, dtype)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda meta: _set_dtype(meta, "|O"),                           # an object array: refused, never built
+    lambda meta: meta["root"].update(items=[["x", {"kind": "ndarray"}]]),  # an entry with missing fields
+    lambda meta: meta["root"].update(items=[["x", {"kind": "tensor", "key": "nope"}]]),
+], ids=["object-dtype", "missing-fields", "unknown-tensor"])
+def test_a_malformed_meta_json_behind_a_matching_manifest_falls_back_to_the_previous_checkpoint(tmp_path, edit):
+    manager = CheckpointManager(tmp_path / "ckpt", keep_last=3)
+    for step in (1, 2):
+        manager.save(step, *flatten_state({"x": np.arange(3) + step, "step": step}))
+    _rewrite_meta(manager.list()[-1], edit)
+    with pytest.warns(CheckpointFallbackWarning, match="falling back"):
+        checkpoint = manager.load_latest()
+    assert checkpoint.step == 1
+    assert unflatten_state(checkpoint.tensors, checkpoint.metadata)["step"] == 1
