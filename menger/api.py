@@ -13,6 +13,7 @@ from menger.experiment import ExperimentConfig, load_experiment, migrate_legacy_
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, MultiLogger, TensorBoardLogger, TerminalProgress
 from menger.runtime import MetricsWriter, Trainer, TrainResult
+from menger.runtime.rundir import RunDirectoryLock
 
 RunResult = TrainResult
 
@@ -34,18 +35,18 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     (`menger.runtime.Observer`)."""
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
-    run_dir.mkdir(parents=True, exist_ok=True)
-    logger = _loggers(config, run_dir)
-    display = TerminalProgress(config.name, target_return=config.stop.target_return,
-                               total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
-        if progress else None
-    trainer.observers += [MetricsWriter(logger)] + ([MetricsWriter(display)] if display is not None else [])
-    try:
-        return trainer.run()
-    finally:
-        logger.close()
-        if display is not None:
-            display.close()
+    with RunDirectoryLock(run_dir):  # one training process per run directory (refused naming the other's pid)
+        logger = _loggers(config, run_dir)
+        display = TerminalProgress(config.name, target_return=config.stop.target_return,
+                                   total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
+            if progress else None
+        trainer.observers += [MetricsWriter(logger)] + ([MetricsWriter(display)] if display is not None else [])
+        try:
+            return trainer.run()
+        finally:
+            logger.close()
+            if display is not None:
+                display.close()
 
 
 def train(config: str | dict | ExperimentConfig, overrides: list[str] = (), run_dir: str | None = None,

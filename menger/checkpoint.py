@@ -156,12 +156,17 @@ class CheckpointManager:
 
     def _discard(self, path: Path) -> None:
         # Renaming first is atomic, so a crash mid-delete leaves only a stray temporary, never a half-deleted ckpt.
-        doomed = self.directory / f"{_TEMP_PREFIX}delete-{path.name}-{uuid.uuid4().hex[:8]}"
+        doomed = self.directory / f"{_TEMP_PREFIX}delete-{path.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(path, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
 
     def _remove_stray_temporaries(self) -> None:
+        """Remove temporaries of this process's interrupted saves and of processes that are gone; another live
+        process's save in progress is left alone (its name carries its pid)."""
         for path in self.directory.glob(f"{_TEMP_PREFIX}*"):
+            owner = _temporary_owner(path.name)
+            if owner is not None and owner != os.getpid() and _process_alive(owner):
+                continue
             logger.info("removing %s, left by an interrupted save", path)
             shutil.rmtree(path, ignore_errors=True)
 
@@ -204,6 +209,25 @@ class CheckpointManager:
 
 # -----------------------------------------------------------------------------------------------------------------
 # Files on disk
+
+
+_TEMPORARY = re.compile(re.escape(_TEMP_PREFIX) + r"(?:delete-)?ckpt-\d{12}-(\d+)-[0-9a-f]{8}")
+
+
+def _temporary_owner(name: str) -> int | None:
+    """The pid in a temporary's name (`.tmp-ckpt-STEP-PID-HEX`), None for a name without one."""
+    match = _TEMPORARY.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def _directory_name(step: int) -> str:
