@@ -12,7 +12,8 @@ forked before the driver touches CUDA so each can take its own device. The loop,
 
 Parameters start identical: every rank builds the same model (and on resume loads the same checkpoint), then
 rank 0 broadcasts its parameters. Every collective has a deadline (`runtime.learner.collective_timeout_s`), the
-rendezvous listens on 127.0.0.1 only, and a learner process that dies ends the run with `LearnerProcessError`
+ranks meet through a rendezvous file (no TCP store listens anywhere; gloo's sockets stay on the loopback
+device), and a learner process that dies ends the run with `LearnerProcessError`
 naming it, instead of a hang.
 """
 from __future__ import annotations
@@ -22,7 +23,9 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import shutil
 import socket
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -70,10 +73,10 @@ def _loopback_interface() -> str:
     return names[0] if names else "lo"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def _rendezvous_file() -> str:
+    """A fresh path for torch.distributed's FileStore: the ranks meet through a file, so no TCP store listens on
+    any interface (torch's TCPStore server binds every interface, whatever host the clients are given)."""
+    return os.path.join(tempfile.mkdtemp(prefix="menger-rendezvous-"), "store")
 
 
 def rank_device(device: torch.device, rank: int) -> torch.device:
@@ -118,9 +121,11 @@ class GradientAllReduce:
         return float(tensor.item())
 
 
-def _join(rank: int, world: int, port: int, backend: str, timeout_s: float) -> None:
+def _join(rank: int, world: int, rendezvous: str, backend: str, timeout_s: float) -> None:
+    """Join the group through the rendezvous file; gloo's (and nccl's) own sockets stay on the loopback device."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", _loopback_interface())
+    dist.init_process_group(backend, init_method=f"file://{rendezvous}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout_s))
 
 
@@ -131,7 +136,7 @@ def _broadcast_parameters(policy) -> None:
 
 
 # ----- ranks 1..N-1 --------------------------------------------------------------------------------
-def _worker_main(rank: int, world: int, port: int, backend: str, config, spaces, run_dir, resume: bool,
+def _worker_main(rank: int, world: int, rendezvous: str, backend: str, config, spaces, run_dir, resume: bool,
                  staging: UnrollBuffers, flat_params: torch.Tensor, conn, parent_pid: int) -> None:
     """A forked learner: build the same learner, join the group, then step on the shares rank 0 hands it."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # stopping is the driver's to handle
@@ -139,7 +144,7 @@ def _worker_main(rank: int, world: int, port: int, backend: str, config, spaces,
     code = 0
     try:
         learner = _build_learner(config, spaces, rank, run_dir, resume)
-        _join(rank, world, port, backend, config.runtime.learner.collective_timeout_s)
+        _join(rank, world, rendezvous, backend, config.runtime.learner.collective_timeout_s)
         learner.gradient_sync = GradientAllReduce()
         _broadcast_parameters(learner.policy)
         _serve(learner, staging, flat_params, conn, parent_pid)
@@ -231,7 +236,7 @@ class LearnerGroup:
         self.stagings, self.flat_params = list(stagings), list(flat_params)
         self.backend = backend
         self.updates = 0
-        self._port: int | None = None
+        self._rendezvous: str | None = None
 
     @classmethod
     def start(cls, config, obs_space, action_space, run_dir=None, *, resume: bool = False) -> "LearnerGroup":
@@ -247,17 +252,17 @@ class LearnerGroup:
                         learners, torch.cuda.device_count())
         share = -(-config.batch_columns // learners)
         spec = UnrollSpec(obs_space, action_space, rt.unroll_length, share, config.model.lstm_size)
-        port, context = _free_port(), mp.get_context("fork")
+        rendezvous, context = _rendezvous_file(), mp.get_context("fork")
         parameter_count = _parameter_count(config, obs_space, action_space)
         group = cls(config, backend=backend)
-        group._port = port
+        group._rendezvous = rendezvous
         for rank in range(1, learners):
             staging = UnrollBuffers(spec, 1, shared=True)
             flat = torch.zeros(parameter_count, dtype=torch.float32).share_memory_()
             ours, theirs = context.Pipe(duplex=True)
             process = context.Process(
                 target=_worker_main, name=f"menger-learner-{rank}", daemon=True,
-                args=(rank, learners, port, backend, config, (obs_space, action_space), run_dir, resume,
+                args=(rank, learners, rendezvous, backend, config, (obs_space, action_space), run_dir, resume,
                       staging, flat, theirs, os.getpid()))
             process.start()
             theirs.close()
@@ -275,7 +280,7 @@ class LearnerGroup:
         if learner.device.type == "cpu":
             torch.set_num_threads(_threads_per_rank(rt))
         try:
-            _join(0, self.learners, self._port, self.backend, rt.learner.collective_timeout_s)
+            _join(0, self.learners, self._rendezvous, self.backend, rt.learner.collective_timeout_s)
             learner.gradient_sync = GradientAllReduce()
             _broadcast_parameters(learner.policy)
         except RuntimeError as exc:
@@ -369,6 +374,9 @@ class LearnerGroup:
         self.processes, self.conns = [], []
         if self.learners > 1 and dist.is_initialized():
             dist.destroy_process_group()
+        if self._rendezvous is not None:
+            shutil.rmtree(os.path.dirname(self._rendezvous), ignore_errors=True)
+            self._rendezvous = None
 
 
 def _parameter_count(config, obs_space, action_space) -> int:

@@ -123,3 +123,46 @@ def test_resumed_learners_start_from_the_same_checkpoint_and_stay_identical(tmp_
     checks = drift.checks
     assert len(checks) >= 3 and checks == [0.0] * len(checks), checks
     assert result.final_metrics["time/env_frames"] >= 4000
+
+
+def _listening_sockets(pids: list[int]) -> list[str]:
+    """Local addresses of the TCP sockets in LISTEN state that any of `pids` holds, from /proc (no ss needed)."""
+    inodes = set()
+    for pid in pids:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    addresses = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                addresses.append(fields[1])
+    return addresses
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.split(":")[0]
+    if len(host) == 8:  # IPv4, little-endian hex: 127.x.x.x ends in 7F
+        return host.endswith("7F")
+    return host in ("00000000000000000000000001000000", "0000000000000000FFFF00000100007F")  # ::1, ::ffff:127.0.0.1
+
+
+def test_the_learners_rendezvous_and_collectives_listen_on_no_outside_address():
+    """With N learners nothing reachable from the network may listen: no TCP store on all interfaces, gloo on lo."""
+    config = _config()
+    group = LearnerGroup.start(config, OBS, ACT)
+    try:
+        learner = _learner(config)
+        group.attach(learner)
+        group.update(learner, _batch(0), frames=T * COLUMNS)
+        pids = [os.getpid()] + [process.pid for process in group.processes]
+        listening = _listening_sockets(pids)
+        print(f"listening sockets of the {len(pids)} learner processes: {listening}")
+        assert all(_is_loopback(address) for address in listening), listening
+    finally:
+        group.close()
