@@ -57,19 +57,55 @@ def train(config: str | dict | ExperimentConfig, overrides: list[str] = (), run_
     return run_experiment(cfg, path, progress=progress, observers=observers)
 
 
-def load_run_config(run_dir: str | Path) -> ExperimentConfig:
+class UntrustedRunError(RuntimeError):
+    """A run directory names code outside Menger that opening it would import, and the user did not allow it."""
+
+
+def _imported_modules(config: ExperimentConfig) -> dict[str, str]:
+    """Config key -> the module a `module:attribute` value of it would import (env ids, custom networks)."""
+    named = {"env.id": config.env.id, "model.network": config.model.network}
+    return {key: value.split(":", 1)[0].strip() for key, value in named.items() if value and ":" in value}
+
+
+def check_run_imports(config: ExperimentConfig, allow_import=(), source: str = "the run directory") -> None:
+    """Refuse a saved config that would import code outside `menger` and the modules in `allow_import`.
+
+    A run directory is data: someone else's `config.yaml` with `env.id: os:system` and `env.kwargs` would run a
+    shell command the moment it is opened. Gymnasium ids (no ':') and Menger's own modules need no consent.
+    """
+    allowed = ("menger", *allow_import)
+    refused = {key: module for key, module in _imported_modules(config).items()
+               if not any(module == name or module.startswith(name + ".") for name in allowed)}
+    if refused:
+        names = ", ".join(f"{key}={getattr(getattr(config, key.split('.')[0]), key.split('.')[1])!r}"
+                          for key in refused)
+        modules = sorted({module.split(".")[0] for module in refused.values()})
+        raise UntrustedRunError(
+            f"{source} names code that opening it would import: {names}. A run directory is data, and Menger "
+            f"imports only its own modules from one unless you allow more. If you trust this run, allow its "
+            f"modules: --allow-import {' --allow-import '.join(modules)} (menger eval / resume), or "
+            f"allow_import={modules} (menger.api.load_policy / resume / load_run_config).")
+
+
+def load_run_config(run_dir: str | Path, allow_import=()) -> ExperimentConfig:
+    """A run directory's effective config, refused if it names code outside Menger and `allow_import`."""
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a Menger run directory (no config.yaml); give the directory "
                                 "that `menger train` printed")
-    return from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(path)))  # runs of earlier versions too
+    config = from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(path)))  # runs of earlier versions too
+    check_run_imports(config, allow_import, source=str(path))
+    return config
 
 
-def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = False, observers=()) -> TrainResult:
-    """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one)."""
+def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = False, observers=(),
+           allow_import=()) -> TrainResult:
+    """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one).
+
+    `allow_import`: modules outside Menger the run's config may import (its env, its network)."""
     from menger.config import apply_overrides, to_dict
 
-    cfg = load_run_config(run_dir)
+    cfg = load_run_config(run_dir, allow_import)
     if overrides:
         overrides = [migrate_legacy_override(o) for o in overrides]
         cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
@@ -106,11 +142,12 @@ class Policy:
             self.state = self.state * torch.from_numpy(1.0 - done.astype(np.float32)).unsqueeze(-1)
 
 
-def load_policy(run_dir: str | Path) -> Policy:
+def load_policy(run_dir: str | Path, allow_import=()) -> Policy:
+    """The run's newest valid policy; `allow_import`: modules outside Menger its config may import."""
     from menger.envs import make_vec_env
     from menger.models import build_policy
 
-    cfg = load_run_config(run_dir)
+    cfg = load_run_config(run_dir, allow_import)
     checkpoint = CheckpointManager(Path(run_dir) / "checkpoints").load_latest()
     if checkpoint is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint yet; train longer or wait for the first checkpoint")

@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     res.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="e.g. --set stop.env_frames=2000000 to train further")
     res.add_argument("--no-progress", action="store_true")
+    res.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
+                     help="a module outside Menger that the run's config may import (its env or network); a run "
+                     "directory is data, so nothing else is imported from it (repeatable)")
 
     ev = sub.add_parser("eval", help="run a trained policy")
     ev.add_argument("run_dir")
@@ -44,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--video", action="store_true", help="write eval.gif of the first episode into the run directory")
     ev.add_argument("--seed", type=int, default=12345)
+    ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
+                    help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
     pl = sub.add_parser("plot", help="write plot.png of a run: return, throughput, policy lag")
     pl.add_argument("run_dir")
@@ -113,17 +118,18 @@ def cmd_resume(args) -> int:
 
     stopper = StopOnSignals()
     try:
-        result = api.resume(args.run_dir, args.overrides, progress=not args.no_progress, observers=[stopper])
+        result = api.resume(args.run_dir, args.overrides, progress=not args.no_progress, observers=[stopper],
+                            allow_import=args.allow_import)
     finally:
         stopper.restore()
-    return _finish(result, api.load_run_config(args.run_dir), stopper)
+    return _finish(result, api.load_run_config(args.run_dir, args.allow_import), stopper)
 
 
 def cmd_eval(args) -> int:
     from menger.evaluate import evaluate_run
 
     report = evaluate_run(args.run_dir, episodes=args.episodes, deterministic=not args.stochastic,
-                          video=args.video, seed=args.seed)
+                          video=args.video, seed=args.seed, allow_import=args.allow_import)
     print(f"episodes: {report['episodes']}  mean return: {report['return_mean']:.2f} "
           f"(std {report['return_std']:.2f}, min {report['return_min']:.2f}, max {report['return_max']:.2f})  "
           f"mean length: {report['length_mean']:.1f}")

@@ -7,11 +7,11 @@ import numpy as np
 
 
 def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool = True, video: bool = False,
-                 seed: int = 12345, max_steps: int = 100_000) -> dict:
+                 seed: int = 12345, max_steps: int = 100_000, allow_import=()) -> dict:
     from menger.api import load_policy
     from menger.envs import make_vec_env
 
-    policy = load_policy(run_dir)
+    policy = load_policy(run_dir, allow_import)
     cfg = policy.config
     envs = make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
     returns, lengths, frames = [], [], []
