@@ -20,7 +20,10 @@ class UnrollMeta:
     """The tag every unroll carries, so every frame can be accounted for.
 
     `policy_version` is the parameter version that chose the unroll's actions; the learner's version
-    minus it is the unroll's policy lag.
+    minus it is the unroll's policy lag. `episode_returns` and `episode_lengths` are the episodes that
+    ended in the unroll; `faulty_episodes` counts those a fault ended instead (an env rebuilt, a non-finite
+    value dropped): their returns are not true ones and are left out. `env_stats` are the env's fault
+    counters, cumulative over this incarnation.
     """
 
     actor_id: int
@@ -31,6 +34,7 @@ class UnrollMeta:
     episode_returns: tuple[float, ...] = ()
     episode_lengths: tuple[int, ...] = ()
     env_stats: tuple[tuple[str, int], ...] = field(default=())
+    faulty_episodes: int = 0
 
 
 # ----- parameters -----------------------------------------------------------------------------------------------

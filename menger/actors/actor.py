@@ -79,6 +79,7 @@ class Actor:
         low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
+        faulty = 0  # episodes a fault ended: counted, kept out of the returns and the stop rule
         for t in range(self.unroll_length):
             out = self.actions.act(_obs_input(obs_views, t), self.state if self.state.numel() else None)
             action = out.action.numpy()
@@ -91,7 +92,7 @@ class Actor:
             dones[t] = ended | ~result.valid
             valid[t] = result.valid
             _write_obs(obs_views, t + 1, result.obs)
-            self.episode_return += result.reward
+            self.episode_return += np.where(result.valid, result.reward, 0.0)
             self.episode_length += result.valid
             if ended.any():
                 idx = np.flatnonzero(ended)
@@ -99,6 +100,11 @@ class Actor:
                 finished_lengths += self.episode_length[idx].tolist()
                 self.episode_return[idx] = 0.0
                 self.episode_length[idx] = 0
+            cut = ~result.valid & (self.episode_length > 0)  # a rebuilt env or a dropped value cut it short:
+            if cut.any():                                     # its return is not a true one, so it is not one
+                faulty += int(cut.sum())
+                self.episode_return[cut] = 0.0
+                self.episode_length[cut] = 0
             if out.state is not None and self.state.numel():
                 self.state = out.state * torch.from_numpy(1.0 - dones[t]).float().unsqueeze(-1)
             self.obs = result.obs
@@ -107,7 +113,7 @@ class Actor:
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
         return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
                           self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
-                          env_stats)
+                          env_stats, faulty_episodes=faulty)
 
     # ----- exact resume ------------------------------------------------------------------
     def snapshot(self) -> dict:

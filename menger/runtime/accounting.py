@@ -1,4 +1,9 @@
-"""Every frame accounted for: produced, accepted, dropped (by reason), duplicates; and recent episodes."""
+"""Every frame accounted for: produced, accepted, dropped (by reason), duplicates; recent episodes; env faults.
+
+Env fault counters (`env_stats`: env_rebuilt, nonfinite_dropped, reset_failures, ...) arrive per incarnation,
+cumulative within it; `env_totals` sums them over every incarnation of every actor, so a restart never resets
+a count. Episodes that a fault ended are counted (`faulty_episodes`) and kept out of the returns.
+"""
 from __future__ import annotations
 
 from collections import Counter, deque
@@ -12,9 +17,12 @@ class FrameAccounts:
     dropped: Counter = field(default_factory=Counter)
     duplicates: int = 0
     episodes: int = 0
+    faulty_episodes: int = 0
     returns: deque = field(default_factory=lambda: deque(maxlen=100))
     lengths: deque = field(default_factory=lambda: deque(maxlen=100))
     lags: list = field(default_factory=list)
+    env_retired: Counter = field(default_factory=Counter)  # final counters of incarnations that are gone
+    env_live: dict = field(default_factory=dict)           # actor id -> (incarnation, its latest counters)
 
     def drop(self, reason: str, frames: int) -> None:
         self.dropped[reason] += frames
@@ -23,10 +31,26 @@ class FrameAccounts:
         """One unroll tag and the coordinator's verdict on it (`menger.core.UnrollMeta`, `Verdict`)."""
         self.produced += meta.frames
         self.record_episodes(meta.episode_returns, meta.episode_lengths)
+        self.faulty_episodes += meta.faulty_episodes
+        self._record_env_stats(meta.actor_id, meta.incarnation, dict(meta.env_stats))
         if verdict.reason == "duplicate":
             self.duplicates += 1
         if not verdict.accepted:
             self.drop(verdict.reason, meta.frames)
+
+    def _record_env_stats(self, actor_id: int, incarnation: int, stats: dict) -> None:
+        previous = self.env_live.get(actor_id)
+        if previous is not None and incarnation < previous[0]:
+            return  # a late word of an older incarnation: its successor's counters are newer
+        if previous is not None and incarnation > previous[0]:
+            self.env_retired.update(previous[1])
+        self.env_live[actor_id] = (incarnation, stats)
+
+    def env_totals(self) -> dict[str, int]:
+        totals = Counter(self.env_retired)
+        for _, stats in self.env_live.values():
+            totals.update(stats)
+        return dict(totals)
 
     def lose(self, frames: int) -> None:
         """The partial unroll of a lost incarnation: produced, and dropped as `actor_lost`."""
@@ -47,13 +71,17 @@ class FrameAccounts:
     def state(self) -> dict:
         return {"produced": self.produced, "accepted": self.accepted, "dropped": dict(self.dropped),
                 "duplicates": self.duplicates, "episodes": self.episodes, "returns": list(self.returns),
-                "lengths": list(self.lengths)}
+                "lengths": list(self.lengths), "faulty_episodes": self.faulty_episodes,
+                "env_totals": self.env_totals()}
 
     @classmethod
     def from_state(cls, state: dict) -> "FrameAccounts":
+        """Counters as saved; env counters of the saved run carry on as retired (the actors start afresh)."""
         accounts = cls(produced=int(state["produced"]), accepted=int(state["accepted"]),
                        dropped=Counter({k: int(v) for k, v in state["dropped"].items()}),
-                       duplicates=int(state["duplicates"]), episodes=int(state["episodes"]))
+                       duplicates=int(state["duplicates"]), episodes=int(state["episodes"]),
+                       faulty_episodes=int(state.get("faulty_episodes", 0)),
+                       env_retired=Counter({k: int(v) for k, v in state.get("env_totals", {}).items()}))
         accounts.returns.extend(float(x) for x in state["returns"])
         accounts.lengths.extend(int(x) for x in state["lengths"])
         return accounts

@@ -36,6 +36,7 @@ class MetricsRecorder:
             "learner/policy_lag_max": float(np.max(lags)),
             "learner/version": version,
             "episode/count": acc.episodes,
+            "episode/faulty": acc.faulty_episodes,
             "transport/frames_dropped": sum(acc.dropped.values()),
             "transport/duplicates": acc.duplicates,
             **components,

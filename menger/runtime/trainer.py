@@ -60,7 +60,6 @@ class Trainer:
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=config.checkpoint.keep_last)
         self.accounts, self.version, self.wall_offset = FrameAccounts(), 0, 0.0
         self.learner_stats: dict = {}
-        self.env_stats: dict = {}
         self.stopping = False  # the loop has ended: closing checkpoint and shutdown follow
         self._stop_requested = False
         self._restores: dict[int, dict] = {}
@@ -153,7 +152,6 @@ class Trainer:
             meta = message[2]
             verdict = self.coordinator.accept(message[1], meta)
             self.accounts.record(meta, verdict)
-            self.env_stats = dict(meta.env_stats)
             if verdict.delivered:
                 self.supervisor.delivered(actor_id)
             self._notify("on_unroll", meta, verdict)
@@ -238,7 +236,7 @@ class Trainer:
     def _write_metrics(self, elapsed: float) -> dict:
         components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics()}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
-                                      learner_stats=self.learner_stats, env_stats=self.env_stats,
+                                      learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
                                       components=components)
         self._notify("on_metrics", metrics)
         return metrics

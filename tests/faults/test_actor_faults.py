@@ -344,3 +344,38 @@ def test_stalled_actor_thread_neither_blocks_the_learner_nor_writes_into_a_new_i
           f"batches holding stale frames: {watch.stale_batches} of {len(watch.started)}")
     assert watch.stale_batches == 0
     assert gap < timeout_s + 2.0, "the learner blocked on a stalled actor thread"
+
+
+@pytest.mark.parametrize("env_id", ["menger/Faulty-v0", "menger/FaultyVector-v0"])
+def test_episodes_a_fault_cut_short_are_counted_and_kept_out_of_the_returns(harness, env_id):
+    """Every episode of this env returns exactly 10 (10 steps of reward 1). A NaN, an Inf and a raise cut some
+    short; the rebuilt env starts a new episode. The reported returns must be exactly 10, never 14 or 19."""
+    faults = "{nan_obs_at: 5, inf_reward_at: 27, raise_at: 43}"
+    config = harness.config("runtime.launcher=threads", "runtime.actors=1", f"env.id={env_id}",
+                            f"env.kwargs={faults}", "stop.target_return=null", "stop.env_frames=4096",
+                            "stop.window=5")
+    run = harness.start(config)
+    result = run.join()
+    metrics, accounts = result.final_metrics, run.trainer.accounts
+    print(f"{env_id}: returns seen {sorted(set(accounts.returns))}, faulty episodes {metrics['episode/faulty']}, "
+          f"env counters {accounts.env_totals()}")
+    assert set(accounts.returns) == {10.0} and metrics["episode/return_mean"] == 10.0
+    assert metrics["episode/faulty"] >= 2, "the episodes cut by the NaN and the rebuild were not counted"
+    assert metrics.get("actor/env_env_rebuilt", 0) >= 1 and metrics.get("actor/env_nonfinite_dropped", 0) >= 2
+
+
+def test_env_fault_counters_are_totals_over_every_incarnation():
+    from menger.core import UnrollMeta, Verdict
+    from menger.runtime.accounting import FrameAccounts
+
+    accounts, ok = FrameAccounts(), Verdict(True, None, True)
+
+    def tag(incarnation, rebuilt):
+        return UnrollMeta(0, incarnation, 1, 0, 8, env_stats=(("env_rebuilt", rebuilt),))
+
+    for incarnation, rebuilt in ((0, 1), (0, 3), (1, 2), (0, 99)):  # the last: a late word of a replaced one
+        accounts.record(tag(incarnation, rebuilt), ok)
+    assert accounts.env_totals() == {"env_rebuilt": 5}  # 3 from incarnation 0, then 2 from incarnation 1
+    restored = FrameAccounts.from_state(accounts.state())
+    restored.record(tag(0, 4), ok)  # after a resume the actors count from 0 again
+    assert restored.env_totals() == {"env_rebuilt": 9}
