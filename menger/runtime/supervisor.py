@@ -138,7 +138,9 @@ class ActorSupervisor:
         if self.fleet.silent_for(record.actor_id) > timeout:
             record.handle.kill()
             record.handle.join(0.5)  # a process dies at once; a stalled thread cannot be killed and is fenced
-            return f"stalled (no heartbeat for {timeout:.1f} s)"
+            return (f"stalled (no heartbeat for {timeout:.1f} s after its last one, or after its start-up grace of "
+                    f"{self.config.startup_grace_s:.0f} s if it never beat: runtime.supervision.heartbeat_timeout_s, "
+                    "startup_grace_s)")
         return None
 
     def _lose(self, record: ActorRecord, why: str) -> None:

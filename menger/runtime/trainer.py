@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,9 +117,7 @@ class Trainer:
         cfg, rt = self.cfg, self.cfg.runtime
         self.run_dir.mkdir(parents=True, exist_ok=True)
         dump_yaml(to_dict(cfg), self.run_dir / "config.yaml")
-        probe = make_vec_env(cfg.env.id, 1, seed=rt.seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
-        obs_space, action_space = probe.single_observation_space, probe.single_action_space
-        probe.close()
+        obs_space, action_space = probe_spaces(cfg.env, rt.seed, rt.supervision.startup_grace_s)
         torch.manual_seed(rt.seed)
         self.device = resolve_device(rt.learner.device)
         if self.device.type == "cpu":
@@ -253,6 +252,36 @@ class Trainer:
             if hasattr(self, part):
                 getattr(self, part).close()
         self.launcher.shutdown()
+
+
+def probe_spaces(env, seed: int, timeout_s: float):
+    """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
+    constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
+    instead of freezing it (a thread cannot be killed; it is left behind as a daemon)."""
+    outcome: dict = {}
+
+    def build():
+        try:
+            probe = make_vec_env(env.id, 1, seed=seed, kwargs=dict(env.kwargs), preset=env.preset)
+            outcome["spaces"] = (probe.single_observation_space, probe.single_action_space)
+            probe.close()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the trainer's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=build, name="menger-env-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if "error" in outcome:
+        raise outcome["error"]
+    if "spaces" not in outcome:
+        raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
+                              f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
+                              "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
+    return outcome["spaces"]
+
+
+class EnvStartTimeout(RuntimeError):
+    """The env could not even be built for the spaces probe within the start-up deadline."""
 
 
 class _Fleet:

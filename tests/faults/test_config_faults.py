@@ -88,3 +88,35 @@ def test_cli_process_exit_code_is_2_for_an_unknown_key(harness):
     assert "'ppo.lrr'" in done.stderr and "did you mean 'ppo.lr'" in done.stderr
     assert "training" not in done.stdout
     assert not run_dir.exists()
+
+
+def test_an_env_whose_constructor_hangs_ends_the_run_with_an_error_not_a_freeze(tmp_path):
+    """The trainer's spaces probe builds one env: a constructor that never returns is bounded by the start-up
+    deadline (runtime.supervision.startup_grace_s), and the error names the env and the key."""
+    import threading
+    import time
+
+    import gymnasium
+
+    from menger.launch import make_launcher
+    from menger.runtime import Trainer
+    from menger.runtime.trainer import EnvStartTimeout
+
+    release = threading.Event()
+
+    class HangingEnv(gymnasium.Env):
+        def __init__(self):
+            release.wait(60)  # hangs until the test lets it go
+            raise RuntimeError("released")
+
+    if "menger-tests/Hanging-v0" not in gymnasium.registry:
+        gymnasium.register("menger-tests/Hanging-v0", entry_point=HangingEnv)
+    config = load_experiment("cartpole-ppo", ["env.id=menger-tests/Hanging-v0", "runtime.launcher=threads",
+                                              "runtime.supervision.startup_grace_s=1", "log.tensorboard=false"])
+    started = time.monotonic()
+    try:
+        with pytest.raises(EnvStartTimeout, match=r"'menger-tests/Hanging-v0'.*1 s.*startup_grace_s"):
+            Trainer(config, tmp_path / "run", launcher=make_launcher(config.runtime)).run()
+        assert time.monotonic() - started < 30
+    finally:
+        release.set()
