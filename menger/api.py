@@ -35,6 +35,12 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     (`menger.runtime.Observer`)."""
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
+    trainer.preflight()  # the env and the network build, before any file
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RuntimeError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}); give a writable "
+                           "--run-dir") from exc
     with RunDirectoryLock(run_dir):  # one training process per run directory (refused naming the other's pid)
         logger = _loggers(config, run_dir)
         display = TerminalProgress(config.name, target_return=config.stop.target_return,

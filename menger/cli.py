@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
     args = _parser().parse_args(argv)
     from menger.config import ConfigError
+    from menger.envs import UnknownEnvError
     from menger.runtime import NoActorsError
 
     try:
@@ -190,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     except NoActorsError as exc:
         print(f"menger: {exc}", file=sys.stderr)
         return 3
-    except (FileNotFoundError, RuntimeError) as exc:
+    except (FileNotFoundError, RuntimeError, UnknownEnvError) as exc:
         print(f"menger: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
-from menger.config import dump_yaml, to_dict
+from menger.config import ConfigError, dump_yaml, to_dict
 from menger.coordinator import make_coordinator
 from menger.core import InferenceBackend, Launcher, Transport
 from menger.device import resolve_device
-from menger.envs import make_vec_env
+from menger.envs import EnvError, UnknownEnvError, make_vec_env
 from menger.experiment import ExperimentConfig
 from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
@@ -58,7 +58,6 @@ class Trainer:
         self.coordinator = make_coordinator(config.coordination, rt.actors, rt.coordination)
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self))
         self.stop_rules = StopRules(config.stop)
-        self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=config.checkpoint.keep_last)
         self.accounts, self.version, self.wall_offset = FrameAccounts(), 0, 0.0
         self.learner_stats: dict = {}
         self.stopping = False  # the loop has ended: closing checkpoint and shutdown follow
@@ -66,6 +65,7 @@ class Trainer:
         self._restores: dict[int, dict] = {}
         self._snapshots: dict[int, dict] = {}
         self._saved_step: int | None = None
+        self._spaces: tuple | None = None
 
     actors = property(lambda self: self.supervisor.actors)  # per actor: incarnation, handle, restarts, errors
 
@@ -108,6 +108,21 @@ class Trainer:
     def elapsed(self) -> float:
         return self.wall_offset + time.monotonic() - self.start
 
+    def preflight(self) -> tuple:
+        """Build the env once (for its spaces) and the network once, before the run directory is written: an
+        unknown env id, bad env kwargs or a network that does not build end here with one clear error."""
+        if self._spaces is None:
+            cfg = self.cfg
+            spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s)
+            try:
+                with torch.random.fork_rng(devices=[]):
+                    build_policy(*spaces, cfg.model)
+            except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
+                raise ConfigError(f"model: building the network for this env failed ({type(exc).__name__}: {exc}); "
+                                  "check model.network, model.kwargs and model.hidden") from exc
+            self._spaces = spaces
+        return self._spaces
+
     def request_stop(self) -> None:
         """Stop at the next chance, with a final checkpoint (safe to call from another thread)."""
         self._stop_requested = True
@@ -115,9 +130,10 @@ class Trainer:
     # ----- set-up -----------------------------------------------------------------------------------------
     def _setup(self) -> None:
         cfg, rt = self.cfg, self.cfg.runtime
+        obs_space, action_space = self.preflight()  # before any file is written
         self.run_dir.mkdir(parents=True, exist_ok=True)
         dump_yaml(to_dict(cfg), self.run_dir / "config.yaml")
-        obs_space, action_space = probe_spaces(cfg.env, rt.seed, rt.supervision.startup_grace_s)
+        self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last)
         torch.manual_seed(rt.seed)
         self.device = resolve_device(rt.learner.device)
         if self.device.type == "cpu":
@@ -265,8 +281,12 @@ def probe_spaces(env, seed: int, timeout_s: float):
             probe = make_vec_env(env.id, 1, seed=seed, kwargs=dict(env.kwargs), preset=env.preset)
             outcome["spaces"] = (probe.single_observation_space, probe.single_action_space)
             probe.close()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the trainer's thread
+        except (UnknownEnvError, EnvError) as exc:  # already say what is wrong and what to do
             outcome["error"] = exc
+        except Exception as exc:  # noqa: BLE001 - a user's env can fail in any way: say where
+            outcome["error"] = EnvStartError(f"building the env {env.id!r} failed ({type(exc).__name__}: {exc}); "
+                                             "check env.id and env.kwargs")
+            outcome["error"].__cause__ = exc
 
     thread = threading.Thread(target=build, name="menger-env-probe", daemon=True)
     thread.start()
@@ -280,7 +300,11 @@ def probe_spaces(env, seed: int, timeout_s: float):
     return outcome["spaces"]
 
 
-class EnvStartTimeout(RuntimeError):
+class EnvStartError(RuntimeError):
+    """The env could not be built for the spaces probe."""
+
+
+class EnvStartTimeout(EnvStartError):
     """The env could not even be built for the spaces probe within the start-up deadline."""
 
 

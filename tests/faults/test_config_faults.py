@@ -120,3 +120,43 @@ def test_an_env_whose_constructor_hangs_ends_the_run_with_an_error_not_a_freeze(
         assert time.monotonic() - started < 30
     finally:
         release.set()
+
+
+class BrokenNetwork:
+    """A custom network whose constructor fails, as a user's may."""
+
+    def __init__(self, obs_space, action_space, **kwargs):
+        raise TypeError("BrokenNetwork() takes no argument 'width'")
+
+
+BAD_RUNS = [
+    (["env.id=NoSuchEnv-v9"], 1, ["Unknown environment id 'NoSuchEnv-v9'"]),
+    (["env.kwargs={not_an_argument: 3}"], 1, ["building the env 'CartPole-v1' failed", "not_an_argument",
+                                              "check env.id and env.kwargs"]),
+    ([f"model.network={__name__}:BrokenNetwork"], 2, ["building the network for this env failed",
+                                                      "takes no argument 'width'", "model.network"]),
+]
+
+
+@pytest.mark.parametrize(("overrides", "code", "words"), BAD_RUNS, ids=["unknown-env", "env-kwargs", "network"])
+def test_a_run_that_cannot_start_says_why_in_one_message_and_leaves_no_run_directory(tmp_path, capsys, overrides,
+                                                                                     code, words):
+    run_dir = tmp_path / "run"
+    argv = ["train", "cartpole-ppo", "--no-progress", "--launcher", "threads", "--run-dir", str(run_dir)]
+    exit_code = main(argv + [f"--set={item}" for item in overrides])
+    err = capsys.readouterr().err
+    print(f"{overrides}: exit code {exit_code}, message: {err.strip()[:200]}")
+    assert exit_code == code
+    for word in words:
+        assert word in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not run_dir.exists()
+
+
+def test_an_unwritable_run_directory_is_one_clear_message(tmp_path, capsys):
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where a directory should go")
+    code = main(["train", "cartpole-ppo", "--no-progress", "--run-dir", str(blocked / "run")])
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot create the run directory" in err and "writable --run-dir" in err
+    assert "Traceback" not in err
