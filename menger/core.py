@@ -35,6 +35,7 @@ class UnrollMeta:
     episode_lengths: tuple[int, ...] = ()
     env_stats: tuple[tuple[str, int], ...] = field(default=())
     faulty_episodes: int = 0
+    invalid_frames: int = 0  # rows that were no transition: autoreset steps, and what env faults cost
 
 
 # ----- parameters -----------------------------------------------------------------------------------------------

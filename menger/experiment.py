@@ -180,6 +180,11 @@ class StopConfig:
     wall_clock_s: Optional[float] = field(None, min=0.0, doc="stop after this many seconds of training")
     target_return: Optional[float] = field(None, doc="stop when the mean return of the last `window` episodes reaches it")
     window: int = field(20, min=1, doc="episodes in the mean return")
+    max_invalid_fraction: float = field(
+        0.5, min=0.0, max=1.0, doc="fail the run when more than this share of frames is lost to env faults (NaN "
+        "values dropped, envs rebuilt), after 20 unrolls; 1 = never")
+    max_nonfinite_updates: int = field(3, min=1, doc="fail the run after this many updates in a row with a "
+                                       "non-finite loss (the parameters are lost; earlier checkpoints are kept)")
 
     def __post_init__(self):
         if self.env_frames is None and self.wall_clock_s is None and self.target_return is None:

@@ -113,7 +113,7 @@ class Actor:
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
         return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
                           self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
-                          env_stats, faulty_episodes=faulty)
+                          env_stats, faulty_episodes=faulty, invalid_frames=int(valid.size - valid.sum()))
 
     # ----- exact resume ------------------------------------------------------------------
     def snapshot(self) -> dict:

@@ -18,6 +18,8 @@ class FrameAccounts:
     duplicates: int = 0
     episodes: int = 0
     faulty_episodes: int = 0
+    invalid: int = 0  # rows that were no transition (autoreset steps and env faults)
+    unrolls: int = 0
     returns: deque = field(default_factory=lambda: deque(maxlen=100))
     lengths: deque = field(default_factory=lambda: deque(maxlen=100))
     lags: list = field(default_factory=list)
@@ -32,6 +34,8 @@ class FrameAccounts:
         self.produced += meta.frames
         self.record_episodes(meta.episode_returns, meta.episode_lengths)
         self.faulty_episodes += meta.faulty_episodes
+        self.invalid += meta.invalid_frames
+        self.unrolls += 1
         self._record_env_stats(meta.actor_id, meta.incarnation, dict(meta.env_stats))
         if verdict.reason == "duplicate":
             self.duplicates += 1
@@ -52,6 +56,11 @@ class FrameAccounts:
             totals.update(stats)
         return dict(totals)
 
+    @property
+    def fault_frames(self) -> int:
+        """Frames lost to env faults: invalid rows beyond the one autoreset row an ended episode may cost."""
+        return max(0, self.invalid - self.episodes)
+
     def lose(self, frames: int) -> None:
         """The partial unroll of a lost incarnation: produced, and dropped as `actor_lost`."""
         self.produced += frames
@@ -71,7 +80,8 @@ class FrameAccounts:
     def state(self) -> dict:
         return {"produced": self.produced, "accepted": self.accepted, "dropped": dict(self.dropped),
                 "duplicates": self.duplicates, "episodes": self.episodes, "returns": list(self.returns),
-                "lengths": list(self.lengths), "faulty_episodes": self.faulty_episodes,
+                "lengths": list(self.lengths), "faulty_episodes": self.faulty_episodes, "invalid": self.invalid,
+                "unrolls": self.unrolls,
                 "env_totals": self.env_totals()}
 
     @classmethod
@@ -80,7 +90,8 @@ class FrameAccounts:
         accounts = cls(produced=int(state["produced"]), accepted=int(state["accepted"]),
                        dropped=Counter({k: int(v) for k, v in state["dropped"].items()}),
                        duplicates=int(state["duplicates"]), episodes=int(state["episodes"]),
-                       faulty_episodes=int(state.get("faulty_episodes", 0)),
+                       faulty_episodes=int(state.get("faulty_episodes", 0)), invalid=int(state.get("invalid", 0)),
+                       unrolls=int(state.get("unrolls", 0)),
                        env_retired=Counter({k: int(v) for k, v in state.get("env_totals", {}).items()}))
         accounts.returns.extend(float(x) for x in state["returns"])
         accounts.lengths.extend(int(x) for x in state["lengths"])

@@ -1,11 +1,22 @@
-"""When a run stops: the `stop` section's rules, checked after every update and while the learner waits."""
+"""When a run stops: the `stop` section's rules, checked after every update and while the learner waits, and
+the health rules that fail a run which can no longer learn anything instead of reporting it as a success."""
 from __future__ import annotations
+
+import math
+
+MIN_UNROLLS_FOR_FAULT_SHARE = 20  # too few unrolls say little about an env's fault rate
+
+
+class TrainingFailed(RuntimeError):
+    """The run cannot learn: its frames are mostly lost to env faults, or its loss stopped being finite."""
 
 
 class StopRules:
     def __init__(self, stop):
-        """`stop`: the experiment's `StopConfig` (target_return over `window` episodes, env_frames, wall_clock_s)."""
+        """`stop`: the experiment's `StopConfig` (target_return over `window` episodes, env_frames, wall_clock_s,
+        max_invalid_fraction, max_nonfinite_updates)."""
         self.stop = stop
+        self.nonfinite_in_a_row = 0
 
     def after_update(self, accounts, elapsed_s: float, requested: bool) -> str | None:
         """The reason to stop now, if any: requested, target_return, env_frames or wall_clock."""
@@ -27,3 +38,20 @@ class StopRules:
         if self.stop.wall_clock_s is not None and elapsed_s >= self.stop.wall_clock_s:
             return "wall_clock"
         return None
+
+    def check_health(self, accounts, learner_stats: dict) -> None:
+        """After an update: raise TrainingFailed when the run can no longer learn (see StopConfig)."""
+        loss = learner_stats.get("loss")
+        finite = loss is None or math.isfinite(loss)
+        self.nonfinite_in_a_row = 0 if finite else self.nonfinite_in_a_row + 1
+        if self.nonfinite_in_a_row >= self.stop.max_nonfinite_updates:
+            raise TrainingFailed(
+                f"the loss was {loss} for {self.nonfinite_in_a_row} updates in a row (stop.max_nonfinite_updates): "
+                "the parameters are no longer finite, so nothing is saved from here on; lower the learning rate "
+                "or clip the gradients (max_grad_norm), then resume from the last checkpoint or start again")
+        share = accounts.fault_frames / max(1, accounts.produced)
+        if accounts.unrolls >= MIN_UNROLLS_FOR_FAULT_SHARE and share > self.stop.max_invalid_fraction:
+            raise TrainingFailed(
+                f"{share:.0%} of the {accounts.produced} frames produced were lost to env faults (non-finite "
+                f"values dropped, envs rebuilt: {accounts.env_totals()}), more than stop.max_invalid_fraction="
+                f"{self.stop.max_invalid_fraction}; fix the env (see the actor/env_* counters), or raise the limit")

@@ -31,7 +31,7 @@ from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
 from menger.runtime.accounting import FrameAccounts
 from menger.runtime.metrics import MetricsRecorder
-from menger.runtime.stopping import StopRules
+from menger.runtime.stopping import StopRules, TrainingFailed
 from menger.runtime.supervisor import ActorSupervisor, NoActorsError
 from menger.transport import UnrollSpec
 
@@ -82,6 +82,7 @@ class Trainer:
                 self._receive(timeout=0.005)                # accept or drop each unroll tag
                 if self.coordinator.batch_ready():
                     self._learn()                           # gather, update, publish version += 1
+                    self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
                     reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested)
                     if reason is None:
                         if self._checkpoint_due():
@@ -92,6 +93,7 @@ class Trainer:
                 if reason is None:
                     self._maybe_log()                       # the closing record is written after shutdown
             self.stopping, stopped_at = True, self.elapsed()  # training ends here, not after the closing save
+            self._check_learned(reason)
             self._notify("on_stop", reason)
             self._checkpoint()
         except KeyboardInterrupt:
@@ -150,6 +152,7 @@ class Trainer:
         self.inference: InferenceBackend = self.launcher.start_inference(self.learner.policy, self.transport,
                                                                          self.device)
         self.metrics = MetricsRecorder(cfg.stop.window, self.wall_offset)
+        self._updates_at_start = self.learner.updates
         self.start = self._last_log = self._last_ckpt = time.monotonic()
 
     # ----- messages and batches ---------------------------------------------------------------------------
@@ -191,6 +194,14 @@ class Trainer:
     def _publish(self) -> None:
         self.transport.publish(self.learner.policy, self.version)
         self.coordinator.published(self.version)
+
+    def _check_learned(self, reason: str) -> None:
+        """A run that ran out of time without a single update learned nothing: that is a failure, not a result."""
+        if reason == "wall_clock" and self.learner.updates == self._updates_at_start:
+            errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
+            raise TrainingFailed(f"stop.wall_clock_s={self.cfg.stop.wall_clock_s} passed without a single update "
+                                 f"({self.accounts.produced} frames produced); last actor errors: "
+                                 f"{errors or 'none reported'}")
 
     # ----- checkpoints ------------------------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:
