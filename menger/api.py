@@ -11,7 +11,7 @@ from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import from_dict, load_yaml
 from menger.experiment import ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override
 from menger.launch import make_launcher
-from menger.logging import JsonlLogger, MultiLogger, TensorBoardLogger, TerminalProgress
+from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
 from menger.runtime import MetricsWriter, Trainer, TrainResult
 from menger.runtime.rundir import RunDirectoryLock
 
@@ -30,9 +30,9 @@ def _loggers(config: ExperimentConfig, run_dir: Path):
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
-                   observers=()) -> TrainResult:
+                   observers=(), log_lines: bool = False) -> TrainResult:
     """Train `config` into `run_dir` (or continue it: `resume`); `observers` get the trainer's hooks
-    (`menger.runtime.Observer`)."""
+    (`menger.runtime.Observer`). `progress`: the live display; `log_lines`: one plain line per log interval."""
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
     trainer.preflight()  # the env and the network build, before any file
@@ -47,6 +47,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
                                    total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
             if progress else None
         trainer.observers += [MetricsWriter(logger)] + ([MetricsWriter(display)] if display is not None else [])
+        if log_lines:
+            trainer.observers.append(MetricsWriter(LogLines(config.name, target_return=config.stop.target_return)))
         try:
             return trainer.run()
         finally:
@@ -105,7 +107,7 @@ def load_run_config(run_dir: str | Path, allow_import=()) -> ExperimentConfig:
 
 
 def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = False, observers=(),
-           allow_import=()) -> TrainResult:
+           allow_import=(), log_lines: bool = False) -> TrainResult:
     """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one).
 
     `allow_import`: modules outside Menger the run's config may import (its env, its network)."""
@@ -115,7 +117,8 @@ def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = Fals
     if overrides:
         overrides = [migrate_legacy_override(o) for o in overrides]
         cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
-    return run_experiment(cfg, Path(run_dir), resume=True, progress=progress, observers=observers)
+    return run_experiment(cfg, Path(run_dir), resume=True, progress=progress, observers=observers,
+                          log_lines=log_lines)
 
 
 class Policy:
@@ -126,8 +129,13 @@ class Policy:
         self.state = None
 
     def act(self, obs, deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations [N, *obs_shape] (or a dict of such), or for one observation
+        (*obs_shape: the action alone comes back)."""
         from menger.models import obs_to_tensors
 
+        if self._single(obs):
+            return self.act({k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict)
+                            else np.asarray(obs)[None], deterministic)[0]
         tensors = obs_to_tensors(obs)
         if isinstance(tensors, dict):
             tensors = {k: v.float() for k, v in tensors.items()}
@@ -141,6 +149,15 @@ class Policy:
             space = self.network.action_space
             action = np.clip(action, space.low, space.high)
         return action
+
+    def _single(self, obs) -> bool:
+        """One observation rather than a batch: its shape is the observation space's own."""
+        import gymnasium as gym
+
+        space = self.network.obs_space
+        if isinstance(space, gym.spaces.Dict) and isinstance(obs, dict):
+            return all(np.shape(obs[key]) == sub.shape for key, sub in space.spaces.items() if key in obs)
+        return not isinstance(obs, dict) and np.shape(obs) == space.shape
 
     def reset_state(self, done: np.ndarray) -> None:
         """Zero the recurrent state of envs whose episode ended."""

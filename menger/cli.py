@@ -13,30 +13,42 @@ APP_COMMANDS = {
 }
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("menger-rl")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="menger", description="Distributed deep RL: actors, learners, a parameter "
                                      "server; one laptop or a cluster.")
+    parser.add_argument("--version", action="version", version=f"menger {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a preset or an experiment file")
     train.add_argument("experiment", help="a preset name (see `menger presets`) or a YAML file")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override any config key, e.g. --set ppo.lr=1e-3 (repeatable)")
-    train.add_argument("--launcher", choices=["threads", "processes", "ray"])
+    train.add_argument("--launcher", choices=["threads", "processes", "ray"],
+                       help="where actors run (runtime.launcher): threads or processes on this machine, or Ray actors")
     train.add_argument("--address", help="ray: 'auto' or HOST:PORT of a running cluster (default: a private local "
                        "Ray instance for this run)")
-    train.add_argument("--actors", type=int)
-    train.add_argument("--envs-per-actor", type=int)
+    train.add_argument("--actors", type=int, help="number of actors (runtime.actors)")
+    train.add_argument("--envs-per-actor", type=int, help="envs each actor steps as one batch (runtime.envs_per_actor)")
     train.add_argument("--learners", type=int, help="data-parallel learners (torch.distributed)")
-    train.add_argument("--seed", type=int)
+    train.add_argument("--seed", type=int, help="seed of everything (runtime.seed)")
     train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME)")
-    train.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
+    train.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display "
+                       "(also what a log file or a pipe gets)")
 
     res = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
     res.add_argument("run_dir")
     res.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="e.g. --set stop.env_frames=2000000 to train further")
-    res.add_argument("--no-progress", action="store_true")
+    res.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
     res.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                      help="a module outside Menger that the run's config may import (its env or network); a run "
                      "directory is data, so nothing else is imported from it (repeatable)")
@@ -106,7 +118,8 @@ def cmd_train(args) -> int:
           f"{config.runtime.actors} actors x {config.runtime.envs_per_actor} envs) -> {run_dir}")
     stopper = StopOnSignals()
     try:
-        result = api.run_experiment(config, run_dir, progress=not args.no_progress, observers=[stopper])
+        live = not args.no_progress and sys.stdout.isatty()  # a log file or a pipe gets plain lines
+        result = api.run_experiment(config, run_dir, progress=live, log_lines=not live, observers=[stopper])
     finally:
         stopper.restore()
     return _finish(result, config, stopper)
@@ -118,7 +131,8 @@ def cmd_resume(args) -> int:
 
     stopper = StopOnSignals()
     try:
-        result = api.resume(args.run_dir, args.overrides, progress=not args.no_progress, observers=[stopper],
+        live = not args.no_progress and sys.stdout.isatty()
+        result = api.resume(args.run_dir, args.overrides, progress=live, log_lines=not live, observers=[stopper],
                             allow_import=args.allow_import)
     finally:
         stopper.restore()

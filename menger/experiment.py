@@ -6,6 +6,7 @@ An experiment file (YAML) is a mapping with these sections; every key is optiona
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -251,11 +252,21 @@ def preset_dir() -> Path:
 
 
 def list_presets() -> dict[str, str]:
-    """Preset name -> its first comment line."""
+    """Preset name -> its summary: the opening comment's first line, or, where that line breaks off
+    mid-sentence (it ends in a comma or a word), the comment up to its first full stop or colon."""
     out = {}
     for path in sorted(preset_dir().glob("*.yaml")):
-        first = path.read_text().splitlines()[0] if path.stat().st_size else ""
-        out[path.stem] = first.lstrip("# ").strip()
+        lines = []
+        for line in path.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            lines.append(line.lstrip("# ").strip())
+        summary = lines[0] if lines else ""
+        if len(lines) > 1 and summary.endswith((",", ";")):
+            text = " ".join(lines)
+            end = re.search(r"[.:]\s", text)
+            summary = text[:end.start()] if end else text
+        out[path.stem] = summary
     return out
 
 

@@ -6,13 +6,14 @@ The runtime writes one flat dict of floats per reporting tick (``time/env_frames
 """
 
 from menger.logging.base import Logger, MultiLogger
-from menger.logging.console import print_summary, summary_rows, summary_table
+from menger.logging.console import LogLines, print_summary, summary_rows, summary_table
 from menger.logging.jsonl import JsonlLogger, read_jsonl
 from menger.logging.progress import TerminalProgress
 from menger.logging.tensorboard import TensorBoardLogger
 
 __all__ = [
     "JsonlLogger",
+    "LogLines",
     "Logger",
     "MultiLogger",
     "TensorBoardLogger",

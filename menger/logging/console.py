@@ -82,3 +82,30 @@ def _pair(metrics: Mapping[str, object], first: str, second: str) -> str:
     if as_finite(metrics.get(first)) is None and as_finite(metrics.get(second)) is None:
         return MISSING
     return f"{format_number(metrics.get(first), 3)} / {format_number(metrics.get(second), 3)}"
+
+
+class LogLines:
+    """One plain line per metrics record, for `--no-progress` and for output that is not a terminal (a log
+    file, CI, `nohup`): the live display's figures without its redrawing. A logger: `write(metrics, step)`."""
+
+    def __init__(self, name: str, stream=None, target_return: float | None = None):
+        import sys
+
+        self.name, self.stream, self.target_return = name, stream or sys.stdout, target_return
+
+    def write(self, metrics: Mapping[str, object], step: int) -> None:
+        parts = [f"{self.name}", f"{format_duration(metrics.get('time/wall_s'))}",
+                 f"frames {format_count(metrics.get('time/env_frames'))}",
+                 f"{format_count(metrics.get('learner/fps'))}/s",
+                 f"updates {format_count(metrics.get('learner/updates'))}"]
+        if metrics.get("episode/return_mean") is not None:
+            target = f" (target {self.target_return:g})" if self.target_return is not None else ""
+            parts.append(f"return {format_number(metrics.get('episode/return_mean'))}{target}")
+        parts.append(f"lag {format_number(metrics.get('learner/policy_lag_mean'), 2)}")
+        parts.append(f"dropped {format_drops(metrics)}")
+        if metrics.get("actor/restarts"):
+            parts.append(f"restarts {format_count(metrics.get('actor/restarts'))}")
+        print(" | ".join(parts), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass

@@ -72,7 +72,7 @@ def cost_table(rows: dict[str, ProxyCost], weights: dict | None = None) -> str:
 
 
 def place_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="menger-chip-place", description="Place the hard macros of a netlist.")
+    parser = argparse.ArgumentParser(prog="menger place", description="Place the hard macros of a netlist.")
     parser.add_argument("netlist", help="netlist .pb.txt(.gz) path, its folder, or a packaged name (macro_tiles_10x10)")
     parser.add_argument("--plc", help="initial .plc (grid header and fixed nodes); default: initial.plc beside it")
     parser.add_argument("--method", choices=METHODS, default="sa")
@@ -99,7 +99,7 @@ def place_main(argv: list[str]) -> int:
 
 
 def cost_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="menger-chip-cost", description="Proxy costs of a .plc placement.")
+    parser = argparse.ArgumentParser(prog="menger cost", description="Proxy costs of a .plc placement.")
     parser.add_argument("netlist", help="netlist path, its folder, or a packaged name")
     parser.add_argument("plc", help=".plc placement to evaluate")
     args = parser.parse_args(argv)
