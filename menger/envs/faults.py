@@ -47,11 +47,14 @@ class FaultPolicy:
         nonfinite: "drop" (replace by 0, mark the transition invalid, end that episode, count it) or
             "fail" (raise ``NonFiniteValueError`` naming the env id and index).
         max_reset_retries: retries after a failed reset before giving up with ``EnvError``.
+        max_rebuild_retries: rebuilds, each after a failure on the first step of the rebuilt env, before giving
+            up with ``EnvError`` (an env that fails once in a while is rebuilt again; one that always fails is not).
         first_backoff_s: the wait before the first retry; each later wait doubles it.
     """
 
     nonfinite: str = "drop"
     max_reset_retries: int = 5
+    max_rebuild_retries: int = 3
     first_backoff_s: float = FIRST_RESET_BACKOFF_S
 
     def __post_init__(self) -> None:
@@ -62,6 +65,8 @@ class FaultPolicy:
             )
         if not isinstance(self.max_reset_retries, int) or self.max_reset_retries < 0:
             raise ValueError(f"max_reset_retries must be an int >= 0, got {self.max_reset_retries!r}.")
+        if not isinstance(self.max_rebuild_retries, int) or self.max_rebuild_retries < 0:
+            raise ValueError(f"max_rebuild_retries must be an int >= 0, got {self.max_rebuild_retries!r}.")
         if self.first_backoff_s < 0:
             raise ValueError(f"first_backoff_s must be >= 0, got {self.first_backoff_s!r}.")
 

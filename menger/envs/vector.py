@@ -25,6 +25,7 @@ episode (after a reset step, a dropped NaN, or a rebuilt env) and its terminated
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import gymnasium
@@ -110,7 +111,7 @@ class NativeVecEnv:
             self._env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
         self.stats = new_stats()
         self._rebuilds = 0
-        self._just_rebuilt = False
+        self._failed_in_a_row = 0  # steps that raised since the last one that did not: rebuilt each time
         self._has_reset = False
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
         self._next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
@@ -129,7 +130,7 @@ class NativeVecEnv:
             obs, reward, terminated, truncated, _ = self._env.step(actions)
         except Exception as exc:  # any failure inside the env: rebuild it whole
             return self._rebuild(exc)
-        self._just_rebuilt = False
+        self._failed_in_a_row = 0
         if not (math.isfinite(np.add.reduce(reward, None)) and self._obs_finite(obs)):
             return self._drop_nonfinite(obs, _float32(reward), terminated, truncated)
         return self._finish_step(obs, _float32(reward), terminated, truncated)
@@ -149,7 +150,7 @@ class NativeVecEnv:
             "env": env_snapshot,
             "prev_done": self._prev_done.copy(),
             "rebuilds": self._rebuilds,
-            "just_rebuilt": self._just_rebuilt,
+            "failed_in_a_row": self._failed_in_a_row,
             "has_reset": self._has_reset,
             "stats": dict(self.stats),
         }
@@ -159,7 +160,7 @@ class NativeVecEnv:
         snapshot.restore(self._env, state["env"])
         self._prev_done = np.array(state["prev_done"], dtype=np.bool_)
         self._rebuilds = int(state["rebuilds"])
-        self._just_rebuilt = bool(state["just_rebuilt"])
+        self._failed_in_a_row = int(state.get("failed_in_a_row", state.get("just_rebuilt", 0)))
         self._has_reset = bool(state["has_reset"])
         self.stats = {key: int(value) for key, value in state["stats"].items()}
 
@@ -202,14 +203,14 @@ class NativeVecEnv:
         self.stats["nonfinite_dropped"] += int(bad.sum())
 
     def _rebuild(self, exc: Exception) -> StepResult:
-        if self._just_rebuilt:
-            raise _raised_after_rebuild(self._env_id, "the vector env", self.single_action_space, exc)
+        self._failed_in_a_row += 1
+        _back_off_or_give_up(self._failed_in_a_row, self._faults, self._env_id, "the vector env",
+                             self.single_action_space, exc)
         try:
             self._env.close()
         except Exception:  # a crashed env may fail to close too; it is replaced either way
             pass
         self._rebuilds += 1
-        self._just_rebuilt = True
         self.stats["env_rebuilt"] += self.num_envs
         try:
             self._env = self._build()
@@ -293,7 +294,7 @@ class LoopVecEnv:
         self.autoreset_mode = AutoresetMode.SAME_STEP
         self.stats = new_stats()
         self._rebuilds = [0] * num_envs
-        self._just_rebuilt: set[int] = set()
+        self._failed_in_a_row = [0] * num_envs  # per env: steps that raised since its last one that did not
         self._has_reset = False
         self._obs_finite = obs_finite_check_for(self.single_observation_space)
         self._batch = batcher_for(self.single_observation_space, num_envs)
@@ -326,8 +327,7 @@ class LoopVecEnv:
                 truncations.append(False)
                 failed.append(index)
                 continue
-            if self._just_rebuilt:
-                self._just_rebuilt.discard(index)
+            self._failed_in_a_row[index] = 0
             observations.append(self._reset_env(index, None) if terminated or truncated else obs)
             rewards.append(reward)
             terminations.append(terminated)
@@ -360,7 +360,7 @@ class LoopVecEnv:
             "num_envs": self.num_envs,
             "envs": env_snapshots,
             "rebuilds": list(self._rebuilds),
-            "just_rebuilt": sorted(self._just_rebuilt),
+            "failed_in_a_row": list(self._failed_in_a_row),
             "has_reset": self._has_reset,
             "stats": dict(self.stats),
         }
@@ -370,7 +370,10 @@ class LoopVecEnv:
         for env, env_snapshot in zip(self._envs, state["envs"]):
             snapshot.restore(env, env_snapshot)
         self._rebuilds = [int(count) for count in state["rebuilds"]]
-        self._just_rebuilt = {int(index) for index in state["just_rebuilt"]}
+        if "failed_in_a_row" in state:
+            self._failed_in_a_row = [int(count) for count in state["failed_in_a_row"]]
+        else:  # snapshots of earlier versions: the indices that had just been rebuilt
+            self._failed_in_a_row = [int(i in state["just_rebuilt"]) for i in range(self.num_envs)]
         self._has_reset = bool(state["has_reset"])
         self.stats = {key: int(value) for key, value in state["stats"].items()}
 
@@ -397,14 +400,14 @@ class LoopVecEnv:
         zero_nonfinite(obs)
 
     def _rebuild(self, index: int, exc: Exception) -> Obs:
-        if index in self._just_rebuilt:
-            raise _raised_after_rebuild(self._env_id, f"env index {index}", self.single_action_space, exc)
+        self._failed_in_a_row[index] += 1
+        _back_off_or_give_up(self._failed_in_a_row[index], self._faults, self._env_id, f"env index {index}",
+                             self.single_action_space, exc)
         try:
             self._envs[index].close()
         except Exception:  # a crashed env may fail to close too; it is replaced either way
             pass
         self._rebuilds[index] += 1
-        self._just_rebuilt.add(index)
         self.stats["env_rebuilt"] += 1
         try:
             self._envs[index] = self._build(index)
@@ -439,12 +442,21 @@ class LoopVecEnv:
         self.stats["reset_failures"] += 1
 
 
-def _raised_after_rebuild(env_id: str, which: str, action_space, exc: Exception) -> EnvError:
-    """A fresh env that fails on its first step is not a transient crash: rebuilding again would loop forever."""
-    return EnvError(
-        f"{env_id}: {which} raised in step again right after being rebuilt ({type(exc).__name__}: {exc}). "
-        f"Check that the actions are valid for {action_space}; otherwise the env fails deterministically."
-    )
+def _back_off_or_give_up(failures: int, faults: FaultPolicy, env_id: str, which: str, action_space,
+                         exc: Exception, sleep=time.sleep) -> None:
+    """The env raised in step `failures` times in a row, each time right after being rebuilt (the first one is
+    rebuilt at once). A flaky env (a fault in 1 % of steps) is rebuilt again after a short back-off (0.05 s,
+    doubling); one that fails on every first step is not transient, and gives up past
+    `faults.max_rebuild_retries` instead of looping forever."""
+    if failures <= 1:
+        return
+    if failures > faults.max_rebuild_retries + 1:
+        raise EnvError(
+            f"{env_id}: {which} raised in step again right after being rebuilt, {failures} times in a row "
+            f"({type(exc).__name__}: {exc}). Check that the actions are valid for {action_space}; otherwise the "
+            "env fails deterministically."
+        )
+    sleep(faults.first_backoff_s * 2 ** (failures - 2))
 
 
 def _float32(reward: np.ndarray) -> np.ndarray:

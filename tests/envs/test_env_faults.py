@@ -2,10 +2,11 @@
 
 import time
 
+import gymnasium
 import numpy as np
 import pytest
 
-from menger.envs import EnvError, NonFiniteValueError, make_vec_env
+from menger.envs import EnvError, FaultPolicy, NonFiniteValueError, make_vec_env
 
 # In loop mode env index i is first reset with seed + i, so faulty_seed=SEED + 1 breaks env 1 alone.
 SEED = 10
@@ -115,9 +116,35 @@ def test_env_failing_again_right_after_its_rebuild_is_an_error_not_a_loop(env_id
     env = make_vec_env(env_id, 2, seed=0)
     env.reset()
     bad_actions = np.full((2, 1) if env_id == "Pendulum-v1" else 2, "not an action", dtype=object)
-    assert not env.step(bad_actions).valid.any()  # first failure: treated as a crash, env rebuilt
-    with pytest.raises(EnvError, match="again right after being rebuilt.*Check that the actions are valid"):
+    for _ in range(1 + FaultPolicy().max_rebuild_retries):  # a crash, then rebuilds with back-off
+        assert not env.step(bad_actions).valid.any()
+    with pytest.raises(EnvError, match="again right after being rebuilt, 5 times in a row.*Check that the actions"):
         env.step(bad_actions)
+
+
+class FlakyEnv(gymnasium.Env):
+    """Raises in a tenth of its steps (seeded), first steps after a rebuild included: a flaky simulator."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), dtype=np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+    draws = np.random.default_rng(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        if FlakyEnv.draws.random() < 0.1:
+            raise RuntimeError("the simulator hiccuped")
+        return np.zeros(2, np.float32), 1.0, False, False, {}
+
+
+def test_an_env_that_fails_now_and_then_is_rebuilt_again_and_again_not_given_up():
+    """A fault right after a rebuild used to end the actor; a flaky env must only cost its faulty steps."""
+    env = make_vec_env(f"{__name__}:FlakyEnv", 4, seed=0)
+    env.reset()
+    valid = [env.step(np.zeros(4, np.int64)).valid for _ in range(300)]
+    assert env.stats["env_rebuilt"] > 60 and 0.8 < float(np.mean(valid)) < 0.97
 
 
 def test_wrong_number_of_actions_is_refused():
