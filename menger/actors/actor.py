@@ -92,16 +92,21 @@ class Actor:
             dones[t] = ended | ~result.valid
             valid[t] = result.valid
             _write_obs(obs_views, t + 1, result.obs)
-            self.episode_return += np.where(result.valid, result.reward, 0.0)
-            self.episode_length += result.valid
+            all_valid = result.valid.all()
+            if all_valid:  # the common step: nothing to mask
+                self.episode_return += result.reward
+                self.episode_length += 1
+            else:
+                self.episode_return += np.where(result.valid, result.reward, 0.0)
+                self.episode_length += result.valid
             if ended.any():
                 idx = np.flatnonzero(ended)
                 finished_returns += self.episode_return[idx].tolist()
                 finished_lengths += self.episode_length[idx].tolist()
                 self.episode_return[idx] = 0.0
                 self.episode_length[idx] = 0
-            cut = ~result.valid & (self.episode_length > 0)  # a rebuilt env or a dropped value cut it short:
-            if cut.any():                                     # its return is not a true one, so it is not one
+            if not all_valid:  # a rebuilt env or a dropped value cut an episode short: its return is not a
+                cut = ~result.valid & (self.episode_length > 0)  # true one, so it is not counted as one
                 faulty += int(cut.sum())
                 self.episode_return[cut] = 0.0
                 self.episode_length[cut] = 0
