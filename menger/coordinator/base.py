@@ -15,6 +15,7 @@ anything an older incarnation sends after its successor started is dropped as `s
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Callable
 
 from menger.config import ConfigError
@@ -25,7 +26,7 @@ class FlowControlError(ConfigError):
     """The coordination settings can never fill a batch: the run would wait forever."""
 
 
-class SlotCoordinator:
+class SlotCoordinator(ABC):
     """Slot bookkeeping and the checks every mode makes (stale incarnations, duplicates); subclasses decide
     when to grant (`_on_started`, `_on_taken`, `published`), what else to drop (`_drop_reason`) and when a
     batch is ready (`batch_ready`, `_batch_size`)."""
@@ -140,20 +141,25 @@ class SlotCoordinator:
         self.version = version
 
     # ----- what each mode decides ----------------------------------------------------------------------
+    @abstractmethod
     def _on_started(self, actor_id: int, first: bool) -> None:
-        raise NotImplementedError
+        """A new incarnation runs (its free slots are in `self.free[actor_id]`): queue its grants."""
 
     def _on_accepted(self, actor_id: int) -> None:
-        pass
+        """An unroll of the actor became pending."""
 
+    @abstractmethod
     def _on_taken(self, slot: int) -> None:
-        raise NotImplementedError
+        """The slot's unroll was batched and copied: free the slot or grant it again."""
 
     def _drop_reason(self, meta: UnrollMeta) -> str | None:
+        """Why a fresh unroll of a live incarnation is dropped anyway (e.g. its policy lag), or None."""
         return None
 
+    @abstractmethod
     def _batch_size(self) -> int:
-        raise NotImplementedError
+        """How many pending unrolls the next batch takes."""
 
+    @abstractmethod
     def batch_ready(self) -> bool:
-        raise NotImplementedError
+        """Whether `take_batch` may be called now."""

@@ -22,6 +22,7 @@ is a tie-breaking `MinTree`.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,7 +80,7 @@ def check_selector(selector, role: str) -> Selector:
     return selector
 
 
-class _LazyIndex:
+class _LazyIndex(ABC):
     """An index over rows that reads the table's own arrays, refreshed only when it is asked something.
 
     ``add``, ``update`` and ``remove`` (and ``add_one``, ``remove_one``) only note which rows changed; ``sync``
@@ -111,8 +112,9 @@ class _LazyIndex:
         if self._pending > self._most_pending:
             self.sync()
 
+    @abstractmethod
     def sync(self) -> None:
-        raise NotImplementedError
+        """Apply the pending changes to the index structure."""
 
     def _take_changed(self) -> np.ndarray | None:
         if not self._changed and not self._changed_one:

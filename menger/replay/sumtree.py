@@ -39,6 +39,8 @@ node the leaf that wins its subtree (a tournament tree), which costs a few gathe
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 
 __all__ = ["MinTree", "SumTree"]
@@ -74,7 +76,7 @@ def _reduce_groups(ufunc, groups: np.ndarray) -> np.ndarray:
                            for start in range(0, len(groups), _CHUNK_GROUPS)])
 
 
-class _Tree:
+class _Tree(ABC):
     """What both trees share: the layout, the pending leaves and the level-by-level refresh.
 
     Level 0 is the leaves; level l + 1 has a node per ``fanout`` nodes of level l; the last level, ``top``, is
@@ -125,8 +127,9 @@ class _Tree:
             self._refresh_level(level, None)
         self._top_changed()
 
+    @abstractmethod
     def _refresh_level(self, level: int, parents: np.ndarray | None) -> None:
-        raise NotImplementedError
+        """Recompute `parents` of `level` (None: the whole level) from the level below."""
 
     def _top_changed(self) -> None:
         pass
