@@ -22,7 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from menger.losses.masking import check_mask, keep_masked, masked_mean
+from menger.losses.masking import check_mask, cut_bootstrap, keep_masked, masked_mean
 from menger.losses.value_rescaling import inverse_value_rescale, value_rescale
 
 Obs = Tensor | dict[str, Tensor]
@@ -43,11 +43,6 @@ def _check_float(**tensors: Tensor | None) -> None:
     for name, tensor in tensors.items():
         if tensor is not None and not tensor.is_floating_point():
             raise TypeError(f"{name} has dtype {tensor.dtype}; pass a floating-point tensor (float32 or float64).")
-
-
-def _cut_bootstrap(discounts: Tensor, bootstrap_value: Tensor) -> Tensor:
-    """discounts * bootstrap_value, exactly 0 where the window met an episode end (even for a non-finite value)."""
-    return torch.where(discounts != 0, discounts * bootstrap_value, torch.zeros_like(bootstrap_value))
 
 
 def _window_sums(rewards: Tensor, discounts: Tensor) -> tuple[Tensor, Tensor]:
@@ -79,7 +74,7 @@ def n_step_targets(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) 
             f"the value of the state after each item's window."
         )
     n_step_rewards, n_step_discounts = _window_sums(rewards, discounts)
-    return n_step_rewards + _cut_bootstrap(n_step_discounts, bootstrap_value)
+    return n_step_rewards + cut_bootstrap(n_step_discounts, bootstrap_value)
 
 
 class NStepItems(NamedTuple):
@@ -187,9 +182,9 @@ def _bootstrap_target(
     _check_like("n_step_rewards", n_step_rewards, n_step_discounts=n_step_discounts)
     _check_float(n_step_rewards=n_step_rewards, n_step_discounts=n_step_discounts)
     if value_rescaling_eps is None:
-        return n_step_rewards + _cut_bootstrap(n_step_discounts, q_bootstrap)
+        return n_step_rewards + cut_bootstrap(n_step_discounts, q_bootstrap)
     q_bootstrap = inverse_value_rescale(q_bootstrap, value_rescaling_eps)
-    return value_rescale(n_step_rewards + _cut_bootstrap(n_step_discounts, q_bootstrap), value_rescaling_eps)
+    return value_rescale(n_step_rewards + cut_bootstrap(n_step_discounts, q_bootstrap), value_rescaling_eps)
 
 
 @torch.no_grad()

@@ -53,3 +53,21 @@ def masked_normalize(x: Tensor, mask: Tensor | None = None, eps: float = 1e-8) -
     mean = masked_mean(x, mask)
     variance = masked_mean((x - mean) ** 2, mask)
     return keep_masked((x - mean) / (variance.sqrt() + eps), mask)
+
+
+def check_alike(what: str, *, floating: bool = False, **tensors: Tensor | None) -> None:
+    """Fail fast when the given tensors (None ones skipped) differ in shape, or, with `floating`, are not
+    floating point; `what` says what the inputs are, for the message."""
+    present = {name: t for name, t in tensors.items() if t is not None}
+    first_name, first = next(iter(present.items()))
+    for name, tensor in present.items():
+        if tensor.shape != first.shape:
+            raise ValueError(f"{name} has shape {tuple(tensor.shape)} but {first_name} has shape "
+                             f"{tuple(first.shape)}; {what}, all alike.")
+        if floating and not tensor.is_floating_point():
+            raise TypeError(f"{name} has dtype {tensor.dtype}; pass a floating-point tensor (float32 or float64).")
+
+
+def cut_bootstrap(discounts: Tensor, bootstrap_value: Tensor) -> Tensor:
+    """discounts * bootstrap_value, exactly 0 where the episode ended (discount 0), even for a non-finite value."""
+    return torch.where(discounts != 0, discounts * bootstrap_value, torch.zeros_like(bootstrap_value))

@@ -5,18 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from menger.losses.masking import keep_masked, masked_mean, masked_normalize
-
-
-def _check_same_shape(**tensors: Tensor | None) -> None:
-    present = {name: t for name, t in tensors.items() if t is not None}
-    first_name, first = next(iter(present.items()))
-    for name, tensor in present.items():
-        if tensor.shape != first.shape:
-            raise ValueError(
-                f"{name} has shape {tuple(tensor.shape)} but {first_name} has shape {tuple(first.shape)}; "
-                f"PPO inputs are one entry per sample, flat [N] or [T, B], all alike."
-            )
+from menger.losses.masking import check_alike, keep_masked, masked_mean, masked_normalize
 
 
 def clipped_surrogate(ratio: Tensor, advantages: Tensor, clip: float) -> Tensor:
@@ -74,7 +63,8 @@ def ppo_loss(
     returns are data. Masked entries are replaced before use, so even a NaN there changes nothing.
     old_values may be None when value_clip is None.
     """
-    _check_same_shape(
+    check_alike(
+        "PPO inputs are one entry per sample, flat [N] or [T, B]",
         new_logp=new_logp, old_logp=old_logp, advantages=advantages, new_values=new_values,
         old_values=old_values, returns=returns, entropy=entropy, mask=mask,
     )

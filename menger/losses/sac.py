@@ -25,22 +25,13 @@ import math
 import torch
 from torch import Tensor
 
-from menger.losses.masking import check_mask, keep_masked, masked_mean
+from menger.losses.masking import check_alike, check_mask, cut_bootstrap, keep_masked, masked_mean
 
 LOG_2 = math.log(2.0)
 
 
-def _check_alike(**tensors: Tensor | None) -> None:
-    present = {name: t for name, t in tensors.items() if t is not None}
-    first_name, first = next(iter(present.items()))
-    for name, tensor in present.items():
-        if tensor.shape != first.shape:
-            raise ValueError(
-                f"{name} has shape {tuple(tensor.shape)} but {first_name} has shape {tuple(first.shape)}; "
-                f"SAC's per-item inputs are [B] (one entry per replay item), all alike."
-            )
-        if not tensor.is_floating_point():
-            raise TypeError(f"{name} has dtype {tensor.dtype}; pass a floating-point tensor (float32 or float64).")
+def _alike(**tensors: Tensor | None) -> None:
+    check_alike("SAC's per-item inputs are [B] (one entry per replay item)", floating=True, **tensors)
 
 
 def _constant(alpha: Tensor | float, like: Tensor) -> Tensor:
@@ -67,13 +58,12 @@ def sac_critic_targets(
     the entropy bonus of the intermediate steps is left out, as is usual). Where discounts is 0 the bootstrap
     is exactly 0. All [B]; a target: no gradient flows.
     """
-    _check_alike(
+    _alike(
         rewards=rewards, discounts=discounts, next_q1_target=next_q1_target, next_q2_target=next_q2_target,
         next_logp=next_logp,
     )
     soft_next_value = torch.minimum(next_q1_target, next_q2_target) - _constant(alpha, rewards) * next_logp
-    bootstrap = torch.where(discounts != 0, discounts * soft_next_value, torch.zeros_like(soft_next_value))
-    return rewards + bootstrap
+    return rewards + cut_bootstrap(discounts, soft_next_value)
 
 
 def sac_critic_loss(
@@ -94,7 +84,7 @@ def sac_critic_loss(
     constant (target critics, next log-probabilities, alpha and rewards get no gradient): gradients flow into
     q1 and q2 only. Stats (detached scalars): critic_loss, q1, q2, target (means).
     """
-    _check_alike(q1=q1, q2=q2, rewards=rewards, weights=weights)
+    _alike(q1=q1, q2=q2, rewards=rewards, weights=weights)
     if mask is not None:
         check_mask(mask, q1)
     targets = sac_critic_targets(rewards, discounts, next_q1_target, next_q2_target, next_logp, alpha)
@@ -123,7 +113,7 @@ def sac_actor_loss(
     must carry the graph of the reparameterised action, which is how the gradient reaches the actor; alpha is
     a constant. Stats: actor_loss, entropy (-mean log pi), q_pi (mean of the min).
     """
-    _check_alike(q1_pi=q1_pi, q2_pi=q2_pi, logp_pi=logp_pi)
+    _alike(q1_pi=q1_pi, q2_pi=q2_pi, logp_pi=logp_pi)
     if mask is not None:
         check_mask(mask, q1_pi)
     q1_pi, q2_pi, logp_pi = (keep_masked(x, mask) for x in (q1_pi, q2_pi, logp_pi))
@@ -151,7 +141,7 @@ def sac_temperature_loss(
     """
     if log_alpha.dim() != 0:
         raise ValueError(f"log_alpha has shape {tuple(log_alpha.shape)}; expected a scalar, the learned log alpha.")
-    _check_alike(logp_pi=logp_pi)
+    _alike(logp_pi=logp_pi)
     alpha = log_alpha.exp()
     temperature_loss = -alpha * masked_mean(logp_pi.detach() + target_entropy, mask)
     with torch.no_grad():
