@@ -27,10 +27,12 @@ The loop (Ape-X; DQN, R2D2 and SAC differ only in the item spec, the sampler and
 `Table.queue(name, n, item_spec=...)` is a FIFO queue of n items. Rate limiters (`RateLimiter` and its
 constructors `MinSize`, `SampleToInsertRatio`, `Queue`) are in `menger.replay.limiters`, with the deadlock
 rule and the restore rule; the trees behind prioritized sampling in `menger.replay.sumtree`; the storage, and
-how a shared-memory version replaces it, in `menger.replay.storage`. Sharding across hosts and Ray come later.
+how a shared-memory version replaces it, in `menger.replay.storage`.
+`ShardedTables` samples several tables as one, by priority mass, as Ape-X shards its replay; Ray comes later.
 """
 from menger.replay.limiters import MinSize, Queue, RateLimiter, SampleToInsertRatio
 from menger.replay.selectors import Selector, fifo, lifo, lowest_priority, prioritized, uniform
+from menger.replay.sharded import ShardedTables
 from menger.replay.storage import ItemStorage
 from menger.replay.sumtree import MinTree, SumTree
 from menger.replay.table import ReplayClosed, ReplayTimeout, Sample, Table, importance_weights
@@ -46,6 +48,7 @@ __all__ = [
     "Sample",
     "SampleToInsertRatio",
     "Selector",
+    "ShardedTables",
     "SumTree",
     "Table",
     "fifo",

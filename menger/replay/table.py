@@ -465,6 +465,26 @@ class Table:
         """How many more samples the items in the table can give (max_times_sampled >= 1)."""
         return self.max_times_sampled * self._size - self._times_total
 
+    def priority_mass(self) -> float:
+        """The sampler's total weight now: ``sum p_i ** alpha`` over the items (prioritized), their number (uniform).
+
+        A draw returns an item with its weight over this mass (a mass of 0 with items in the table means every
+        priority is 0, and the table samples uniformly). `ShardedTables` splits a batch across tables by it.
+        """
+        with self._lock:
+            if self._weighted is None:
+                raise ValueError(f"table {self.name!r} samples {self.sampler!r}, which has no priority mass; only "
+                                 f"uniform() and prioritized(alpha) samplers weigh their items")
+            self._weighted.sync()
+            return float(self._weighted.tree.total)
+
+    def min_probability(self) -> float:
+        """The smallest nonzero chance any item has in a draw now, as a `Sample` reports it; 0.0 when empty."""
+        with self._lock:
+            if self._size == 0:
+                return 0.0
+            return self._weighted.min_probability(self._size) if self._weighted is not None else 1.0
+
     def _sample_locked(self, batch_size: int) -> Sample:
         min_probability = self._weighted.min_probability(self._size) if self._weighted is not None else 1.0
         draw = self._draw_weighted if self._weighted is not None else self._draw_in_order
@@ -557,6 +577,22 @@ class Table:
             self._ticks[rows] = ticks
             for index in self._indexes:
                 index.update(rows)
+            return len(rows)
+
+    def delete(self, keys) -> int:
+        """Remove items by key (Reverb's MutatePriorities deletes); returns how many were in the table.
+
+        Keys no longer in the table are ignored. The limiter counts the removals as deletes, so its size stays the
+        table's; a waiting insert may pass afterwards. The runtime's replay coordinator frees a chunk this way
+        before an actor writes into it again.
+        """
+        keys = np.unique(np.asarray(keys, dtype=np.int64).reshape(-1))
+        with self._lock:
+            rows = keys % self._rows
+            rows = rows[self._keys[rows] == keys]
+            self._remove(rows)
+            if len(rows):
+                self._insertable.notify_all()
             return len(rows)
 
     # ----- waiting ----------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ import threading
 import time
 
 import numpy as np
-from conftest import SPEC, make_items
+from replay_items import SPEC, make_items
 
 from menger.replay import ReplayClosed, SampleToInsertRatio, Table, fifo, prioritized
 

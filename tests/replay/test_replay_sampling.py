@@ -6,7 +6,7 @@ sampler that ignored alpha, or the test itself, could not pass by accident.
 """
 import numpy as np
 import pytest
-from conftest import SPEC, make_items
+from replay_items import SPEC, make_items
 
 from menger.replay import MinSize, Table, fifo, prioritized, uniform
 

@@ -1,7 +1,7 @@
 """Checkpoints: save -> load -> the same samples, bit for bit; restored tables are never stuck (Reverb #103)."""
 import numpy as np
 import pytest
-from conftest import SPEC, make_items, one_item
+from replay_items import SPEC, make_items, one_item
 
 from menger.replay import (MinSize, Queue, ReplayTimeout, SampleToInsertRatio, Table, fifo, lifo, lowest_priority,
                            prioritized, uniform)

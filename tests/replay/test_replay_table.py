@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import SPEC, make_items, one_item
+from replay_items import SPEC, make_items, one_item
 
 from menger.replay import (MinSize, ReplayClosed, ReplayTimeout, SampleToInsertRatio, Table, fifo,
                            importance_weights, lifo, lowest_priority, prioritized, uniform)
