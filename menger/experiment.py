@@ -37,6 +37,7 @@ class ModelConfig:
     init_log_std: float = field(0.0, doc="initial log standard deviation of Gaussian (Box) actions")
     network: Optional[str] = field(None, doc="a custom torch module 'package.module:Class'; see docs/architecture.md")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the custom network")
+    dueling: bool = field(True, doc="apex: dueling value and advantage heads (Wang et al. 2016)")
 
     def __post_init__(self):
         if any(size < 1 for size in self.hidden):
@@ -84,6 +85,75 @@ class VTraceConfig:
 
 
 @dataclass(frozen=True)
+class ApexConfig:
+    """Ape-X DQN (Horgan et al. 2018): dueling double DQN with n-step returns, from prioritized replay."""
+
+    lr: float = field(2.5e-4, min=0.0, doc="Adam learning rate")
+    adam_eps: float = field(1.5e-4, min=0.0, doc="Adam epsilon")
+    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
+    n_step: int = field(3, min=1, doc="n of the n-step returns (a window is cut short at an episode's end and at "
+                        "the end of an unroll)")
+    double_q: bool = field(True, doc="double DQN targets: the online network picks, the target network values")
+    target_update_interval: int = field(2500, min=1, doc="updates between copies of the online network into "
+                                        "the target network")
+    loss: Literal["huber", "mse"] = field("huber", doc="TD loss")
+    max_grad_norm: float = field(40.0, min=0.0, doc="gradient norm clip (0 = none)")
+    epsilon_base: float = field(0.4, min=0.0, max=1.0, doc="actor i explores with epsilon_base^(1 + "
+                                "epsilon_alpha * i / (N - 1)); actor 0 with epsilon_base")
+    epsilon_alpha: float = field(7.0, min=0.0, doc="the spread of the actors' epsilons (Ape-X: 7)")
+    reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Soft actor-critic (Haarnoja et al. 2018) for Box actions: twin critics, target critics, learned alpha."""
+
+    actor_lr: float = field(3e-4, min=0.0, doc="actor learning rate")
+    critic_lr: float = field(3e-4, min=0.0, doc="critics' learning rate")
+    alpha_lr: float = field(3e-4, min=0.0, doc="temperature learning rate")
+    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
+    n_step: int = field(1, min=1, doc="n of the n-step returns")
+    tau: float = field(0.005, min=0.0, max=1.0, doc="Polyak rate of the target critics, per update")
+    initial_alpha: float = field(1.0, min=0.0, doc="the temperature at the start")
+    learn_alpha: bool = field(True, doc="learn the temperature towards target_entropy")
+    target_entropy: Optional[float] = field(None, doc="the entropy alpha aims for; None = -dim(action)")
+    critic_hidden: tuple[int, ...] = field((256, 256), doc="critic MLP layer sizes (the actor uses model.hidden)")
+    random_steps: int = field(0, min=0, doc="each actor acts uniformly at random for its first this many steps "
+                              "per env (exploration before the first update)")
+    max_grad_norm: float = field(0.0, min=0.0, doc="gradient norm clip (0 = none)")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """The replay between actors and learner (apex, sac): its size, sampler, rate limiter and batches."""
+
+    max_size: int = field(100_000, min=1, doc="items (transitions) the replay holds; the oldest chunks go first")
+    sampler: Literal["prioritized", "uniform"] = field("prioritized", doc="how the learner samples")
+    alpha: float = field(0.6, min=0.0, doc="prioritized: sampling probability ~ priority^alpha")
+    beta: float = field(0.4, min=0.0, doc="prioritized: importance-weight exponent")
+    batch_size: int = field(256, min=1, doc="items per learner update")
+    samples_per_insert: float = field(8.0, min=0.0, doc="the rate limiter's target of sampled items per inserted "
+                                      "item (0 = no ratio: the learner samples as fast as it can)")
+    error_buffer: float = field(0.0, min=0.0, doc="how far samples may run ahead of or behind the ratio, in "
+                                "samples; 0 = two learner batches plus two unrolls' worth")
+    min_size: int = field(1_000, min=1, doc="items in the replay before the first sample")
+    shards: int = field(1, min=1, doc="independent replay shards; actor i writes into shard i % shards")
+    lockstep: bool = field(False, doc="one unroll, then exactly the updates it pays for, in turn: deterministic "
+                           "(for tests and exact-resume checks; slower)")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """A deterministic evaluation during training on its own envs (greedy for apex, the mean action for sac)."""
+
+    interval_s: Optional[float] = field(None, min=0.0, doc="seconds of training between evaluations; None = 5 for "
+                                        "apex and sac, off for on-policy algorithms; 0 = off")
+    episodes: int = field(10, min=1, doc="episodes per evaluation (run side by side, one env each)")
+    max_steps: int = field(100_000, min=1, doc="steps per evaluation before it gives up on unfinished episodes")
+    seed: int = field(10_000, doc="seed of the evaluation envs (the same episodes every evaluation)")
+
+
+@dataclass(frozen=True)
 class RayConfig:
     """How the ray launcher places actors (read by `menger.launch.ray` only)."""
 
@@ -97,11 +167,12 @@ class RayConfig:
 class CoordinationConfig:
     """Which unrolls the learner takes and when a batch is ready (read by `menger.coordinator` only)."""
 
-    mode: Literal["auto", "sync", "async"] = field(
+    mode: Literal["auto", "sync", "async", "replay"] = field(
         "auto", doc="sync: every unroll of an update acted with the newest params; async: actors never wait on the "
-        "learner. auto: sync for ppo, async for impala/appo")
+        "learner; replay: unrolls go into the replay, batches are sampled from it. auto: sync for ppo, async for "
+        "impala/appo, replay for apex/sac")
     max_policy_lag: int = field(8, min=0, doc="async: unrolls older than this many versions are dropped and counted")
-    slots_per_actor: int = field(2, min=1, doc="async: unroll slots in flight per actor (back-pressure bound)")
+    slots_per_actor: int = field(2, min=1, doc="async, replay: unroll slots in flight per actor (back-pressure bound)")
     batch_unrolls: int = field(0, min=0, doc="async: unrolls per learner batch; 0 = one per actor")
 
 
@@ -209,11 +280,16 @@ class LogConfig:
 @dataclass(frozen=True)
 class ExperimentConfig:
     name: str = field("experiment", doc="name of the experiment (used in run directory names)")
-    algo: Literal["ppo", "impala", "appo"] = field("ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace)")
+    algo: Literal["ppo", "impala", "appo", "apex", "sac"] = field(
+        "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), apex (Ape-X DQN), sac (soft actor-critic)")
     env: EnvConfig = field(default_factory=EnvConfig, doc="the environment")
     model: ModelConfig = field(default_factory=ModelConfig, doc="the network")
     ppo: PPOConfig = field(default_factory=PPOConfig, doc="PPO settings (algo: ppo)")
     vtrace: VTraceConfig = field(default_factory=VTraceConfig, doc="IMPALA/APPO settings")
+    apex: ApexConfig = field(default_factory=ApexConfig, doc="Ape-X DQN settings (algo: apex)")
+    sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
+    replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, sac)")
+    eval: EvalConfig = field(default_factory=EvalConfig, doc="deterministic evaluation during training")
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig, doc="actors, coordination, devices, liveness")
     stop: StopConfig = field(default_factory=lambda: StopConfig(env_frames=1_000_000), doc="when to stop")
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig, doc="checkpoints")
@@ -221,6 +297,13 @@ class ExperimentConfig:
 
     def __post_init__(self):
         learners = self.runtime.learner.count
+        off_policy = self.algo in OFF_POLICY
+        if off_policy != (self.coordination == "replay"):
+            raise ConfigError(f"runtime.coordination.mode={self.runtime.coordination.mode!r} does not fit algo="
+                              f"{self.algo!r}: apex and sac learn from replay (mode replay or auto), ppo, impala "
+                              "and appo from unrolls as they come (sync, async or auto)")
+        if off_policy:
+            self._check_off_policy()
         if learners > 1:  # every learner needs a column per minibatch, or the ranks would take different step counts
             smallest = self.batch_columns // learners
             minibatches = self.ppo.minibatches if self.algo == "ppo" else self.vtrace.minibatches
@@ -231,13 +314,41 @@ class ExperimentConfig:
                     f"{self.batch_columns}-column batch, fewer than the {needed} minibatch(es) it must step on; use "
                     "fewer learners, more runtime.envs_per_actor or a larger runtime.coordination.batch_unrolls")
 
+    def _check_off_policy(self) -> None:
+        rt = self.runtime
+        problems = []
+        if rt.learner.count > 1:
+            problems.append(f"runtime.learner.count={rt.learner.count}: {self.algo} trains with one learner; "
+                            "use runtime.learner.count=1")
+        if rt.inference.mode == "central":
+            problems.append(f"runtime.inference.mode=central: {self.algo}'s actors act on their cached parameters; "
+                            "use runtime.inference.mode=local")
+        if self.model.lstm_size or self.model.network:
+            problems.append(f"model.lstm_size / model.network: {self.algo} builds its own feed-forward networks "
+                            "from model.encoder and model.hidden; unset them")
+        if self.runtime.launcher == "ray":
+            problems.append("runtime.launcher=ray: replay runs on the threads and processes launchers for now; "
+                            "use --launcher processes")
+        if problems:
+            raise ConfigError(problems)
+
     @property
     def coordination(self) -> str:
-        """The resolved coordination mode: 'sync' or 'async'."""
+        """The resolved coordination mode: 'sync', 'async' or 'replay'."""
         mode = self.runtime.coordination.mode
         if mode != "auto":
             return mode
+        if self.algo in OFF_POLICY:
+            return "replay"
         return "sync" if self.algo == "ppo" else "async"
+
+    @property
+    def eval_interval_s(self) -> float:
+        """Seconds between deterministic evaluations during training; 0 = none."""
+        interval = self.eval.interval_s
+        if interval is None:
+            return 5.0 if self.algo in OFF_POLICY else 0.0
+        return interval
 
     @property
     def batch_columns(self) -> int:
@@ -245,6 +356,9 @@ class ExperimentConfig:
         rt = self.runtime
         unrolls = rt.actors if self.coordination == "sync" else (rt.coordination.batch_unrolls or rt.actors)
         return unrolls * rt.envs_per_actor
+
+
+OFF_POLICY = ("apex", "sac")  # the algorithms that learn from replay
 
 
 def preset_dir() -> Path:

@@ -76,6 +76,7 @@ class Actor:
             view["core_state"].copy_(self.state)
         actions, logp, rewards = view["actions"].numpy(), view["logp"].numpy(), view["rewards"].numpy()
         dones, valid = view["dones"].numpy(), view["valid"].numpy()
+        values = view["values"].numpy() if "values" in view else None  # apex: greedy values for priorities
         low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
@@ -87,6 +88,8 @@ class Actor:
             self.port.beat(self.actor_id, (t + 1) * self.num_envs)  # before writing: the fence for stale actors
             actions[t] = action
             logp[t] = out.logp.numpy()
+            if values is not None:
+                values[t] = out.value.numpy()
             rewards[t] = result.reward
             ended = result.terminated | result.truncated
             dones[t] = ended | ~result.valid
@@ -113,6 +116,8 @@ class Actor:
             if out.state is not None and self.state.numel():
                 self.state = out.state * torch.from_numpy(1.0 - dones[t]).float().unsqueeze(-1)
             self.obs = result.obs
+        if values is not None:  # the value of the state after the last step, for the last windows' priorities
+            values[self.unroll_length] = self.actions.act(_obs_input(obs_views, self.unroll_length), None).value.numpy()
         self.port.beat(self.actor_id, 0)
         self.sequence += 1
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
@@ -179,8 +184,12 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
                         preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads)
     try:
-        policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model)
+        policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo)
         policy.eval()
+        if config.algo == "apex":  # Ape-X: every actor explores with its own epsilon
+            policy.explore(actor_id, config.runtime.actors, config.apex.epsilon_base, config.apex.epsilon_alpha)
+        elif config.algo == "sac" and incarnation == 0 and restore is None:
+            policy.random_steps = config.sac.random_steps
         actions = None if inference is None else inference.actions_for(actor_id, port.params)
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
                      seed=seed, restore=restore, actions=actions)

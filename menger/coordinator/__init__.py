@@ -5,10 +5,11 @@
     sync  (PPO)          `SyncCoordinator`: one slot per actor, granted after each publish; policy lag 0
     async (IMPALA, APPO) `AsyncCoordinator`: `slots_per_actor` slots each, granted again once copied; unrolls older
                          than `max_policy_lag` are dropped
+    replay (Ape-X, SAC)  `ReplayCoordinator`: each actor's ring of slots is the replay's storage; accepted unrolls
+                         become n-step items in a rate-limited table, batches are samples of it
 
 Both check their flow-control arithmetic when built (`FlowControlError`), as Reverb's rate limiters refuse a
-configuration that would deadlock. A replay coordinator (insert accepted unrolls into a table, a batch when the
-rate limiter lets a sample through) implements the same `menger.core.Coordinator` contract.
+configuration that would deadlock.
 """
 from menger.coordinator.asynchronous import AsyncCoordinator
 from menger.coordinator.base import FlowControlError, SlotCoordinator
@@ -16,14 +17,23 @@ from menger.coordinator.sync import SyncCoordinator
 from menger.core import Coordinator
 
 
-def make_coordinator(mode: str, num_actors: int, coordination) -> Coordinator:
-    """`mode`: the experiment's resolved 'sync' or 'async'; `coordination`: its `CoordinationConfig`."""
+def make_coordinator(config) -> Coordinator:
+    """The coordinator of an `ExperimentConfig`, from its resolved coordination mode."""
+    mode, rt = config.coordination, config.runtime
+    num_actors, coordination = rt.actors, rt.coordination
+    if mode == "replay":
+        from menger.coordinator.replay import ReplayCoordinator
+
+        algo = getattr(config, config.algo)
+        return ReplayCoordinator(num_actors, config.replay, unroll_length=rt.unroll_length,
+                                 envs_per_actor=rt.envs_per_actor, in_flight=coordination.slots_per_actor,
+                                 gamma=algo.gamma, n_step=algo.n_step, seed=rt.seed)
     if mode == "sync":
         return SyncCoordinator(num_actors)
     if mode == "async":
         return AsyncCoordinator(num_actors, coordination.slots_per_actor, coordination.batch_unrolls,
                                 coordination.max_policy_lag)
-    raise ValueError(f"unknown coordination mode {mode!r}; use sync or async")
+    raise ValueError(f"unknown coordination mode {mode!r}; use sync, async or replay")
 
 
 __all__ = ["AsyncCoordinator", "FlowControlError", "SlotCoordinator", "SyncCoordinator", "make_coordinator"]

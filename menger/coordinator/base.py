@@ -140,6 +140,26 @@ class SlotCoordinator(ABC):
     def published(self, version: int) -> None:
         self.version = version
 
+    # ----- what only some coordinators use (replay) ------------------------------------------------------
+    def attach(self, transport) -> None:
+        """The transport is built (the replay keeps its items in the transport's slots)."""
+
+    def learned(self, batch: Batch, stats: dict) -> None:
+        """The learner stepped on `batch`; `stats` may carry what goes back (the replay's new priorities)."""
+
+    def metrics(self) -> dict:
+        return {}
+
+    def state(self) -> dict | None:
+        """What a checkpoint must keep of the coordinator beyond the learner and the accounts (None: nothing)."""
+        return None
+
+    def load_state(self, state: dict) -> None:
+        """Restore `state()` (before any actor starts)."""
+
+    def close(self) -> None:
+        """The run ended."""
+
     # ----- what each mode decides ----------------------------------------------------------------------
     @abstractmethod
     def _on_started(self, actor_id: int, first: bool) -> None:

@@ -1,4 +1,20 @@
 """Learners: pure losses plus a short optimizer step, one class per family of algorithms."""
-from menger.learners.learner import Learner, PPOLearner, VTraceLearner, make_learner
+import torch
+from torch import nn
 
-__all__ = ["Learner", "PPOLearner", "VTraceLearner", "make_learner"]
+from menger.learners.learner import Learner, PPOLearner, VTraceLearner
+from menger.learners.offpolicy import DQNLearner, SACLearner
+
+__all__ = ["DQNLearner", "Learner", "PPOLearner", "SACLearner", "VTraceLearner", "make_learner"]
+
+
+def make_learner(config, policy: nn.Module, device: torch.device):
+    """The learner of `config.algo` for `policy` (what actors act with; a learner adds what only it needs)."""
+    if config.algo in ("apex", "sac"):
+        learner = DQNLearner if config.algo == "apex" else SACLearner
+        return learner(policy, getattr(config, config.algo), device=device, seed=config.runtime.seed)
+    common = dict(device=device, total_frames=config.stop.env_frames, amp=config.runtime.learner.amp,
+                  seed=config.runtime.seed)
+    if config.algo == "ppo":
+        return PPOLearner(policy, config.ppo, **common)
+    return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

@@ -161,7 +161,7 @@ def _worker_main(rank: int, world: int, rendezvous: str, backend: str, config, s
 
 
 def _build_learner(config, spaces, rank: int, run_dir, resume: bool):
-    from menger.learners.learner import make_learner
+    from menger.learners import make_learner
     from menger.models import build_policy
 
     rt = config.runtime

@@ -298,11 +298,3 @@ class VTraceLearner(Learner):
                              normalize_advantages=cfg.normalize_advantages)
         return impala_loss(target_logp, values[:-1], ev.entropy.float(), returns, mb["valid"],
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
-
-
-def make_learner(config, policy: nn.Module, device: torch.device) -> Learner:
-    common = dict(device=device, total_frames=config.stop.env_frames, amp=config.runtime.learner.amp,
-                  seed=config.runtime.seed)
-    if config.algo == "ppo":
-        return PPOLearner(policy, config.ppo, **common)
-    return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

@@ -30,7 +30,9 @@ def summary_rows(metrics: Mapping[str, object], target_return: float | None = No
         ("env frames produced", format_count(metrics.get("time/env_frames_produced"))),
         ("wall time", format_duration(wall_s)),
         ("average frames/s", format_count(frames / wall_s) if frames is not None and wall_s else MISSING),
-        ("mean return (last 20 episodes)", _return_text(metrics, target_return)),
+        ("mean return (last 20 episodes)", _return_text(metrics, None if _has_eval(metrics) else target_return)),
+        ("deterministic evaluation return", _return_text(metrics, target_return, "eval/return_mean")),
+        ("replay size / samples per insert", _pair(metrics, "replay/size", "replay/samples_per_insert")),
         ("mean episode length", format_number(metrics.get("episode/length_mean"))),
         ("episodes", format_count(metrics.get("episode/count"))),
         ("learner updates", format_count(metrics.get("learner/updates"))),
@@ -68,8 +70,13 @@ def print_summary(
     )
 
 
-def _return_text(metrics: Mapping[str, object], target_return: float | None) -> str:
-    reached = as_finite(metrics.get("episode/return_mean"))
+def _has_eval(metrics: Mapping[str, object]) -> bool:
+    """The run evaluates deterministically (apex, sac): that, not the exploring actors' return, meets the target."""
+    return as_finite(metrics.get("eval/return_mean")) is not None
+
+
+def _return_text(metrics: Mapping[str, object], target_return: float | None, key: str = "episode/return_mean") -> str:
+    reached = as_finite(metrics.get(key))
     if reached is None:
         return MISSING
     if target_return is None:
@@ -98,9 +105,12 @@ class LogLines:
                  f"frames {format_count(metrics.get('time/env_frames'))}",
                  f"{format_count(metrics.get('learner/fps'))}/s",
                  f"updates {format_count(metrics.get('learner/updates'))}"]
+        target = f" (target {self.target_return:g})" if self.target_return is not None else ""
+        evaluated = _has_eval(metrics)
         if metrics.get("episode/return_mean") is not None:
-            target = f" (target {self.target_return:g})" if self.target_return is not None else ""
-            parts.append(f"return {format_number(metrics.get('episode/return_mean'))}{target}")
+            parts.append(f"return {format_number(metrics.get('episode/return_mean'))}{'' if evaluated else target}")
+        if evaluated:
+            parts.append(f"eval {format_number(metrics.get('eval/return_mean'))}{target}")
         parts.append(f"lag {format_number(metrics.get('learner/policy_lag_mean'), 2)}")
         parts.append(f"dropped {format_drops(metrics)}")
         if metrics.get("actor/restarts"):

@@ -37,17 +37,19 @@ def progress_rows(
     total_frames: int | None = None,
 ) -> list[tuple[str, str]]:
     """(label, value) pairs for the progress display, from one metrics dict."""
-    return [
+    rows = [
         ("frames", _frames_text(metrics, total_frames)),
         ("fps", f"{format_count(metrics.get('learner/fps'))} learner, {format_count(metrics.get('actor/fps'))} actors"),
         ("episodes", format_count(metrics.get("episode/count"))),
-        ("return", _return_text(metrics, target_return)),
+        ("return", _return_text(metrics, None if _evaluated(metrics) else target_return)),
+        ("eval return", _return_text(metrics, target_return, "eval/return_mean") if _evaluated(metrics) else MISSING),
         ("policy lag", _lag_text(metrics)),
         ("updates/s", format_number(metrics.get("learner/updates_per_s"), 3)),
         ("drops", format_drops(metrics)),
         ("restarts", _restarts_text(metrics)),
         ("elapsed", format_duration(metrics.get("time/wall_s"))),
     ]
+    return [(label, value) for label, value in rows if label != "eval return" or value != MISSING]
 
 
 def plain_line(name: str, rows: list[tuple[str, str]]) -> str:
@@ -68,8 +70,12 @@ def _frames_text(metrics: Mapping[str, object], total_frames: int | None) -> str
     return text
 
 
-def _return_text(metrics: Mapping[str, object], target_return: float | None) -> str:
-    text = format_number(metrics.get("episode/return_mean"))
+def _evaluated(metrics: Mapping[str, object]) -> bool:
+    return as_finite(metrics.get("eval/return_mean")) is not None
+
+
+def _return_text(metrics: Mapping[str, object], target_return: float | None, key: str = "episode/return_mean") -> str:
+    text = format_number(metrics.get(key))
     if target_return is not None:
         text += f" (target {format_number(target_return)})"
     return text

@@ -25,8 +25,9 @@ MASKED_LOGIT = -1e9
 
 class ActOutput(NamedTuple):
     action: torch.Tensor
-    logp: torch.Tensor
+    logp: torch.Tensor  # the behaviour log-probability (apex: the value of the action taken)
     state: torch.Tensor
+    value: torch.Tensor | None = None  # apex: the greedy value max_a Q(s, a), for initial priorities
 
 
 class EvalOutput(NamedTuple):
@@ -205,13 +206,3 @@ def _orthogonal_init(policy: Policy) -> None:
             nn.init.zeros_(module.bias)
     nn.init.orthogonal_(policy.pi.weight, gain=0.01)
     nn.init.orthogonal_(policy.v.weight, gain=1.0)
-
-
-def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg) -> Policy:
-    """Build the policy from a `ModelConfig` (see menger.experiment)."""
-    return Policy(
-        obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
-        activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
-        network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
-        separate_value=model_cfg.separate_value,
-    )

@@ -12,19 +12,20 @@ class TrainingFailed(RuntimeError):
 
 
 class StopRules:
-    def __init__(self, stop):
+    def __init__(self, stop, use_eval: bool = False):
         """`stop`: the experiment's `StopConfig` (target_return over `window` episodes, env_frames, wall_clock_s,
-        max_invalid_fraction, max_nonfinite_updates)."""
-        self.stop = stop
+        max_invalid_fraction, max_nonfinite_updates). `use_eval`: target_return reads the latest deterministic
+        evaluation's mean return instead of the training episodes' (apex, sac: their actors explore)."""
+        self.stop, self.use_eval = stop, use_eval
         self.nonfinite_in_a_row = 0
 
-    def after_update(self, accounts, elapsed_s: float, requested: bool) -> str | None:
+    def after_update(self, accounts, elapsed_s: float, requested: bool, eval_return: float | None = None) -> str | None:
         """The reason to stop now, if any: requested, target_return, env_frames or wall_clock."""
         stop = self.stop
         if requested:
             return "requested"
         if stop.target_return is not None:
-            mean = accounts.mean_return(stop.window)
+            mean = eval_return if self.use_eval else accounts.mean_return(stop.window)
             if mean is not None and mean >= stop.target_return:
                 return "target_return"
         if stop.env_frames is not None and accounts.accepted >= stop.env_frames:

@@ -2,7 +2,9 @@
 
     launcher     places actors and owns their transport and inference service (threads, processes, Ray)
     supervisor   restarts the dead and the stalled as new incarnations (`ActorSupervisor`)
-    coordinator  grants slots, accepts or drops unrolls, says when a batch is ready (`menger.coordinator`)
+    coordinator  grants slots, accepts or drops unrolls, says when a batch is ready (`menger.coordinator`);
+                 with replay (apex, sac) it turns unrolls into replay items and samples batches
+    evaluator    deterministic episodes on its own envs every few seconds (apex, sac: what the stop rule reads)
     learner      pure losses and an optimizer step, data-parallel over N ranks (`LearnerGroup`)
     observers    metrics, checkpoints watchers, tests (`menger.runtime.observers`)
 
@@ -30,6 +32,7 @@ from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
 from menger.runtime.accounting import FrameAccounts
+from menger.runtime.evaluation import Evaluator
 from menger.runtime.metrics import MetricsRecorder
 from menger.runtime.stopping import StopRules, TrainingFailed
 from menger.runtime.supervisor import ActorSupervisor, NoActorsError
@@ -55,9 +58,11 @@ class Trainer:
         self.cfg, self.run_dir, self.launcher, self.resume = config, Path(run_dir), launcher, resume
         self.observers = list(observers)
         rt = config.runtime
-        self.coordinator = make_coordinator(config.coordination, rt.actors, rt.coordination)
+        self.coordinator = make_coordinator(config)
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self))
-        self.stop_rules = StopRules(config.stop)
+        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0)
+        self.evaluator: Evaluator | None = None
+        self.eval_stats: dict = {}
         self.accounts, self.version, self.wall_offset = FrameAccounts(), 0, 0.0
         self.learner_stats: dict = {}
         self.stopping = False  # the loop has ended: closing checkpoint and shutdown follow
@@ -79,11 +84,15 @@ class Trainer:
             while reason is None:
                 self.supervisor.tick()                      # restart the dead and the stalled
                 self._send_grants()                         # slots the coordinator hands out
-                self._receive(timeout=0.005)                # accept or drop each unroll tag
-                if self.coordinator.batch_ready():
+                ready = self.coordinator.batch_ready()
+                self._receive(timeout=0.0 if ready else 0.005)  # accept or drop each unroll tag
+                if ready or self.coordinator.batch_ready():
                     self._learn()                           # gather, update, publish version += 1
                     self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
-                    reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested)
+                    if self.evaluator is not None and self.evaluator.due(self.elapsed()):
+                        self._evaluate()                    # deterministic episodes on the evaluator's own envs
+                    reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
+                                                          self.eval_stats.get("eval/return_mean"))
                     if reason is None:
                         if self._checkpoint_due():
                             self._checkpoint()              # sync: before the next round's grants go out
@@ -118,7 +127,7 @@ class Trainer:
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s)
             try:
                 with torch.random.fork_rng(devices=[]):
-                    build_policy(*spaces, cfg.model)
+                    build_policy(*spaces, cfg.model, cfg.algo)
             except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
                 raise ConfigError(f"model: building the network for this env failed ({type(exc).__name__}: {exc}); "
                                   "check model.network, model.kwargs and model.hidden") from exc
@@ -141,10 +150,14 @@ class Trainer:
         if self.device.type == "cpu":
             torch.set_num_threads(rt.learner.threads or max(1, (os.cpu_count() or 1) - self.launcher.local_actors))
         self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
-        self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model), self.device)
-        spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size)
+        self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo), self.device)
+        spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size,
+                          values=cfg.algo == "apex")
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
+        self.coordinator.attach(self.transport)
+        if cfg.eval_interval_s > 0:
+            self.evaluator = Evaluator(cfg, obs_space, action_space)
         if self.resume:
             self._restore()
         self.learner_group.attach(self.learner)  # ranks 1..N-1 take rank 0's parameters
@@ -185,11 +198,16 @@ class Trainer:
         self._notify("on_batch", batch)
         self.accounts.lags.extend(batch.lags)
         stats = self.learner_group.update(self.learner, batch.data, self.accounts.accepted + batch.frames)
+        self.coordinator.learned(batch, stats)                      # replay: new priorities go back
         self.accounts.accepted += batch.frames
         self.version += 1
         self._publish()
         self.learner_stats = stats
         self._notify("on_update", stats)
+
+    def _evaluate(self) -> None:
+        self.eval_stats = self.evaluator.run(self.learner.policy, self.elapsed())
+        log.debug("evaluation: %s", self.eval_stats)
 
     def _publish(self) -> None:
         self.transport.publish(self.learner.policy, self.version)
@@ -217,6 +235,11 @@ class Trainer:
                  "wall_s": self.elapsed(), "torch_rng": torch.get_rng_state(),
                  "actors": {str(k): v for k, v in self._collect_actor_snapshots().items()},
                  "incarnations": [r.incarnation for r in self.actors]}
+        replay = self.coordinator.state()
+        if replay is not None:
+            state["replay"] = replay
+        if self.evaluator is not None:
+            state["evaluator"] = self.evaluator.state()
         path = self.checkpoints.save(self.learner.updates, *flatten_state(state))
         self._saved_step, self._last_ckpt = self.learner.updates, time.monotonic()
         self._notify("on_checkpoint", self.learner.updates, path)
@@ -249,6 +272,11 @@ class Trainer:
         self.wall_offset = float(state["wall_s"])
         torch.set_rng_state(state["torch_rng"])
         self._restores = {int(k): v for k, v in state.get("actors", {}).items()}
+        if "replay" in state:
+            self.coordinator.load_state(state["replay"])
+        if self.evaluator is not None and "evaluator" in state:
+            self.evaluator.load_state(state["evaluator"])
+            self.eval_stats = self.evaluator.last
         self._saved_step = self.learner.updates
         log.info("resumed from %s (update %d, %d frames)", checkpoint.path.name, self.learner.updates,
                  self.accounts.accepted)
@@ -260,7 +288,8 @@ class Trainer:
             self._write_metrics(self.elapsed())
 
     def _write_metrics(self, elapsed: float) -> dict:
-        components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics()}
+        components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics(),
+                      **self.coordinator.metrics(), **self.eval_stats}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
                                       components=components)
@@ -275,9 +304,10 @@ class Trainer:
         self.supervisor.final_pass()  # deaths since the last pass count, though nothing restarts them now
         if hasattr(self, "transport"):
             self.transport.shutdown(self.supervisor.handles())
-        for part in ("inference", "learner_group"):  # after the actors: they finish their unrolls first
-            if hasattr(self, part):
+        for part in ("inference", "learner_group", "evaluator"):  # after the actors: they finish their unrolls
+            if getattr(self, part, None) is not None:
                 getattr(self, part).close()
+        self.coordinator.close()
         self.launcher.shutdown()
 
 

@@ -13,6 +13,10 @@ Layout of one slot (T = unroll_length, B = envs_per_actor)::
     dones      [T, B]   1.0 where the episode ended at t (terminated, truncated, or an invalid step)
     valid      [T, B]   1.0 for real transitions (0 for autoreset steps and rejected values)
     core_state [2, B, H] recurrent state at the unroll's start (H = 0 without an LSTM core)
+    values     [T+1, B] apex only: the acting network's greedy value max_a Q(obs_t, a) (logp holds Q(obs_t, a_t))
+
+With replay (apex, sac) the slots are the replay's storage: each actor owns a ring of them, and a replay item
+names a (slot, t, b) in it (see menger.coordinator.replay).
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ class UnrollSpec:
     unroll_length: int
     envs_per_actor: int
     lstm_size: int = 0
+    values: bool = False  # apex: a per-step greedy value, for the actors' initial priorities
 
     def field_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         t, b = self.unroll_length, self.envs_per_actor
@@ -55,6 +60,8 @@ class UnrollSpec:
         for name in ("logp", "rewards", "dones", "valid"):
             fields[name] = ((t, b), torch.float32)
         fields["core_state"] = ((2, b, self.lstm_size), torch.float32)
+        if self.values:
+            fields["values"] = ((t + 1, b), torch.float32)
         return fields
 
 

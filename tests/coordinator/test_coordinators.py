@@ -254,7 +254,12 @@ def test_the_trainer_refuses_an_unfillable_config_before_it_creates_anything(tmp
 
 
 def test_make_coordinator_follows_the_resolved_mode():
-    assert isinstance(make_coordinator("sync", 2, CoordinationConfig()), SyncCoordinator)
-    made = make_coordinator("async", 2, CoordinationConfig(slots_per_actor=3, batch_unrolls=4, max_policy_lag=1))
+    from menger.coordinator.replay import ReplayCoordinator
+
+    assert isinstance(make_coordinator(load_experiment("cartpole-ppo", ["runtime.actors=2"])), SyncCoordinator)
+    made = make_coordinator(load_experiment("cartpole-impala", [
+        "runtime.actors=2", "runtime.coordination.slots_per_actor=3", "runtime.coordination.batch_unrolls=4",
+        "runtime.coordination.max_policy_lag=1"]))
     assert isinstance(made, AsyncCoordinator) and (made.slots_per_actor, made.batch_unrolls) == (3, 4)
     assert made.max_policy_lag == 1
+    assert isinstance(make_coordinator(load_experiment("cartpole-apex")), ReplayCoordinator)

@@ -1,0 +1,316 @@
+"""Replay coordination (Ape-X DQN, SAC): unrolls become replay items in place; batches are sampled from replay.
+
+The unroll slots in shared memory *are* the replay's storage. Each actor owns a ring of slots (chunks); a replay
+item is a reference (slot, t, b, bootstrap step, n-step reward sum, discount product) into a chunk, kept in a
+`menger.replay.Table` (one per shard) with its priority. Only slot numbers and tags cross processes::
+
+    grant(actor, slot)       the actor's oldest chunk: its items are deleted from the table first, so nothing can
+                             sample a chunk while it is rewritten (an actor killed mid-write leaves no item)
+    accept(slot, meta)       the unroll is cut into n-step items (`menger.losses.n_step_items`) and inserted with
+                             Ape-X's initial priorities |R + D max_a Q(s', a) - Q(s, a)| from the actor's own values
+                             (uniform sampling: priority 1); what the rate limiter does not admit yet waits
+    batch_ready()            the table's rate limiter admits a sample of `replay.batch_size`
+    take_batch()             sample, then gather obs, next obs and actions from the chunks; importance weights
+    learned(batch, stats)    the learner's new priorities go back to the sampled keys
+
+Back-pressure is Reverb's: an actor gets a new chunk only when its shard's limiter admits inserts and nothing it
+wrote still waits to go in, so the limiter's samples per insert hold however fast the actors are.
+
+A chunk is evicted whole (its actor's oldest), so the replay holds the newest `max_size` items, give or take an
+unroll. Sharding: actor i writes into shard i % shards; the learner samples across shards in proportion to their
+priority mass (`menger.replay.ShardedTables`).
+
+`replay.lockstep`: one chunk at a time, in actor order, and after each the updates the limiter admits, before
+the next grant goes out (and only after the update is published). Everything is then a function of the seeds,
+so a checkpoint taken after any update can resume bit for bit (the actors are idle at every update).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import deque
+
+import numpy as np
+import torch
+
+from menger.coordinator.base import FlowControlError, SlotCoordinator
+from menger.core import Batch, UnrollMeta, Verdict
+from menger.losses import n_step_items
+from menger.losses.dqn import PRIORITY_EPS
+from menger.replay import (MinSize, ReplayTimeout, SampleToInsertRatio, ShardedTables, Table, fifo,
+                           importance_weights, prioritized, uniform)
+
+ITEM_SPEC = {"slot": ((), np.int32), "t": ((), np.int32), "b": ((), np.int32), "boot": ((), np.int32),
+             "reward": ((), np.float32), "discount": ((), np.float32)}
+STATE_FORMAT = "menger.coordinator.replay/1"
+
+
+@dataclasses.dataclass
+class _Waiting:
+    """An accepted chunk whose items the limiter has not all admitted yet."""
+
+    slot: int
+    meta: UnrollMeta
+    items: dict
+    priorities: np.ndarray
+    done: int = 0
+    keys: list = dataclasses.field(default_factory=list)
+
+
+class ReplayCoordinator(SlotCoordinator):
+    def __init__(self, num_actors: int, replay, *, unroll_length: int, envs_per_actor: int, in_flight: int,
+                 gamma: float, n_step: int, seed: int):
+        """`replay`: the experiment's `ReplayConfig`; `in_flight`: chunks an actor may fill at once
+        (runtime.coordination.slots_per_actor)."""
+        self.cfg, self.gamma, self.n_step = replay, gamma, n_step
+        self.chunk_items = unroll_length * envs_per_actor
+        self.in_flight = 1 if replay.lockstep else in_flight
+        self.ring_capacity = max(1, math.ceil(replay.max_size / (num_actors * self.chunk_items)))  # chunks each
+        super().__init__(num_actors, self.ring_capacity + self.in_flight)
+        self.idle_between_batches = replay.lockstep  # lockstep: actors wait at every update, a clean cut
+        self.prioritized = replay.sampler == "prioritized"
+        self.tables = self._build_tables(num_actors, seed)
+        self.ring: list[deque] = [deque() for _ in range(num_actors)]  # committed chunks, oldest first
+        self.keys: dict[int, np.ndarray] = {}                         # slot -> keys of its items
+        self.waiting: list[_Waiting] = []
+        self.new_metas: list[UnrollMeta] = []  # committed since the last batch: the next batch accounts for them
+        self.tensors: dict | None = None
+        self._last_keys: np.ndarray | None = None
+        self._updating = False
+        self._next_actor = 0
+        self._rates = {"at": time.monotonic(), "inserts": 0, "samples": 0}
+
+    def _build_tables(self, num_actors: int, seed: int) -> ShardedTables:
+        cfg = self.cfg
+        shards = min(cfg.shards, num_actors)
+        tables = []
+        for shard in range(shards):
+            actors = len(range(shard, num_actors, shards))
+            capacity = actors * self.slots_per_actor * self.chunk_items  # chunks are evicted before this fills
+            min_size = max(1, math.ceil(cfg.min_size / shards))
+            if cfg.samples_per_insert > 0:
+                buffer = cfg.error_buffer or 2 * cfg.batch_size + 2 * self.chunk_items * cfg.samples_per_insert
+                limiter = SampleToInsertRatio(cfg.samples_per_insert, min_size, buffer)
+            elif cfg.lockstep:
+                raise FlowControlError("replay.lockstep needs replay.samples_per_insert > 0: it grants the next "
+                                       "unroll once the learner has had the samples the last one paid for")
+            else:
+                limiter = MinSize(min_size)
+            sampler = prioritized(cfg.alpha) if self.prioritized else uniform()
+            tables.append(Table(f"replay{shard}", capacity, sampler, fifo(), limiter, item_spec=ITEM_SPEC,
+                                seed=seed * 7919 + shard))
+        return ShardedTables(tables, seed=seed)
+
+    def attach(self, transport) -> None:
+        """The chunks: the transport's unroll slots in shared memory (threads and processes launchers)."""
+        buffers = getattr(transport, "buffers", None)
+        if buffers is None:
+            raise FlowControlError("replay needs the unroll slots in this host's shared memory; run it with the "
+                                   "threads or processes launcher")
+        self.tensors = buffers.tensors
+        self.chunk_bytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+    def shard_of(self, actor_id: int) -> int:
+        return actor_id % self.tables.num_shards
+
+    # ----- grants ---------------------------------------------------------------------------------------
+    def _on_started(self, actor_id: int, first: bool) -> None:
+        pass  # grants are decided in grants(), from the limiter's state
+
+    def _reclaim(self, actor_id: int) -> None:
+        super()._reclaim(actor_id)  # committed and waiting chunks keep their data: never free them here
+        held = {slot for slot in self.ring[actor_id]} | {w.slot for w in self.waiting}
+        self.free[actor_id] = [slot for slot in self.free[actor_id] if slot not in held]
+
+    def grants(self) -> list[tuple[int, int]]:
+        if self.cfg.lockstep:
+            self._lockstep_grant()
+        else:
+            for actor_id in range(self.num_actors):
+                table = self.tables.shard(self.shard_of(actor_id))
+                while (self.alive[actor_id] and self._outstanding(actor_id) < self.in_flight
+                       and not self._waiting_in(actor_id) and table.can_insert(1)):
+                    self._grant_chunk(actor_id)
+        return super().grants()
+
+    def _lockstep_grant(self) -> None:
+        busy = self.granted or self.waiting or self._updating
+        if busy or self.tables.can_sample(self.cfg.batch_size):
+            return
+        for step in range(self.num_actors):
+            actor_id = (self._next_actor + step) % self.num_actors
+            if self.alive[actor_id]:
+                self._next_actor = (actor_id + 1) % self.num_actors
+                self._grant_chunk(actor_id)
+                return
+
+    def _outstanding(self, actor_id: int) -> int:
+        return sum(1 for slot in self.granted if self.owner(slot) == actor_id)  # a handful at most
+
+    def _waiting_in(self, actor_id: int) -> bool:
+        shard = self.shard_of(actor_id)
+        return any(self.shard_of(w.meta.actor_id) == shard for w in self.waiting)
+
+    def _grant_chunk(self, actor_id: int) -> None:
+        """Grant the actor a free chunk; first, while its committed, waiting and granted chunks would fill its
+        share of `max_size`, the items of its oldest chunk leave the table (that chunk is free again)."""
+        ring = self.ring[actor_id]
+        held = sum(1 for w in self.waiting if w.meta.actor_id == actor_id) + self._outstanding(actor_id)
+        while ring and len(ring) + held >= self.ring_capacity:
+            slot = ring.popleft()
+            self.tables.delete(self.keys.pop(slot))
+            self.free[actor_id].append(slot)
+        self._grant(actor_id)
+
+    # ----- unrolls --------------------------------------------------------------------------------------
+    def accept(self, slot: int, meta: UnrollMeta) -> Verdict:
+        verdict = super().accept(slot, meta)
+        if verdict.accepted:
+            self.pending.pop()  # not a batch's: the unroll becomes items
+            items, priorities = self._items(slot)
+            self.waiting.append(_Waiting(slot, meta, items, priorities))
+            self._commit()
+        return verdict
+
+    def _items(self, slot: int) -> tuple[dict, np.ndarray]:
+        """The chunk's n-step items, as references into it, and their initial priorities."""
+        t = self.tensors
+        rewards, dones, valid = t["rewards"][slot], t["dones"][slot], t["valid"][slot]
+        steps, envs = rewards.shape
+        index = torch.arange((steps + 1) * envs).view(steps + 1, envs)
+        cut = n_step_items(index, torch.zeros(steps, envs, dtype=torch.int64), rewards, self.gamma * (1.0 - dones),
+                           valid, self.n_step)
+        boot = cut.start + cut.length
+        items = {"slot": np.full(len(cut.start), slot, np.int32), "t": cut.start.numpy().astype(np.int32),
+                 "b": cut.env.numpy().astype(np.int32), "boot": boot.numpy().astype(np.int32),
+                 "reward": cut.rewards.numpy().astype(np.float32),
+                 "discount": cut.discounts.numpy().astype(np.float32)}
+        if self.prioritized and "values" in t:  # Ape-X: the actor's own Q values
+            q_taken = t["logp"][slot][cut.start, cut.env]
+            bootstrap = t["values"][slot][boot, cut.env]
+            td = cut.rewards + cut.discounts * bootstrap - q_taken
+            priorities = (td.abs() + PRIORITY_EPS).double().numpy()
+        else:
+            priorities = np.ones(len(cut.start))
+        return items, priorities
+
+    def _commit(self) -> None:
+        """Insert what the limiters admit, oldest chunk first; a chunk fully in joins its actor's ring."""
+        while self.waiting:
+            w = self.waiting[0]
+            shard = self.shard_of(w.meta.actor_id)
+            rest = {k: v[w.done:] for k, v in w.items.items()}
+            try:
+                local = self.tables.shard(shard).insert_batch(rest, w.priorities[w.done:], timeout_s=0)
+            except ReplayTimeout as blocked:  # the limiter admitted part: the rest waits for samples
+                w.keys.append(self._global_keys(shard, blocked.keys))
+                w.done += blocked.completed
+                return
+            w.keys.append(self._global_keys(shard, local))
+            w.done = len(w.priorities)
+            self.waiting.pop(0)
+            self.keys[w.slot] = np.concatenate(w.keys)
+            self.ring[self.owner(w.slot)].append(w.slot)
+            self.new_metas.append(w.meta)
+            self._rates["inserts"] += len(w.priorities)
+
+    def _global_keys(self, shard: int, local) -> np.ndarray:
+        """A shard's keys as `ShardedTables` names them (shard key x shards + shard)."""
+        return np.asarray(local, np.int64) * self.tables.num_shards + shard
+
+    # ----- batches --------------------------------------------------------------------------------------
+    def batch_ready(self) -> bool:
+        return self.tensors is not None and self.tables.can_sample(self.cfg.batch_size)
+
+    def _batch_size(self) -> int:
+        return self.cfg.batch_size
+
+    def take_batch(self, gather) -> Batch:
+        sample = self.tables.sample(self.cfg.batch_size, timeout_s=0)
+        self._rates["samples"] += len(sample)
+        d = sample.data
+        slot, t, b, boot = (torch.from_numpy(d[k].astype(np.int64)) for k in ("slot", "t", "b", "boot"))
+        weights = importance_weights(sample, self.cfg.beta) if self.prioritized else np.ones(len(sample))
+        data = {"obs": self._obs(slot, t, b), "next_obs": self._obs(slot, boot, b),
+                "actions": self.tensors["actions"][slot, t, b], "rewards": torch.from_numpy(d["reward"]),
+                "discounts": torch.from_numpy(d["discount"]), "weights": torch.from_numpy(weights.astype(np.float32))}
+        self._last_keys, self._updating = sample.keys, True
+        metas, self.new_metas = self.new_metas, []
+        self._commit()  # the sample may have opened the limiter for waiting inserts
+        return Batch(data, metas, [self.version - meta.policy_version for meta in metas])
+
+    def _obs(self, slot, t, b):
+        if "obs" in self.tensors:
+            return self.tensors["obs"][slot, t, b]
+        return {name[4:]: v[slot, t, b] for name, v in self.tensors.items() if name.startswith("obs.")}
+
+    def learned(self, batch: Batch, stats: dict) -> None:
+        priorities = stats.pop("priorities", None)
+        if priorities is not None and self.prioritized and self._last_keys is not None:
+            self.tables.update_priorities(self._last_keys, priorities)
+
+    def published(self, version: int) -> None:
+        super().published(version)
+        self._updating = False
+
+    def _on_taken(self, slot: int) -> None:  # never called: batches are samples, not slots
+        raise AssertionError("replay batches do not take slots")
+
+    # ----- metrics and checkpoints ----------------------------------------------------------------------
+    def metrics(self) -> dict:
+        now = time.monotonic()
+        dt, rates = max(1e-9, now - self._rates["at"]), self._rates
+        out = self.tables.metrics()
+        out.update({"replay/inserts_per_s": rates["inserts"] / dt, "replay/samples_per_s": rates["samples"] / dt,
+                    "replay/bytes": out.get("replay/bytes", 0) + getattr(self, "chunk_bytes", 0),
+                    "replay/index_bytes": out.get("replay/bytes", 0), "replay/chunk_bytes": getattr(self, "chunk_bytes", 0),
+                    "replay/waiting_inserts": sum(len(w.priorities) - w.done for w in self.waiting)})
+        self._rates = {"at": now, "inserts": 0, "samples": 0}
+        return out
+
+    def state(self) -> dict:
+        """The replay as the checkpoint keeps it: the tables, the chunks' contents and who holds which chunk."""
+        return {"format": STATE_FORMAT, "tables": self.tables.state(),
+                "chunks": {name: tensor.clone() for name, tensor in self.tensors.items()},
+                "ring": [list(r) for r in self.ring],
+                "keys": {str(slot): keys for slot, keys in self.keys.items()},
+                "waiting": [{"slot": w.slot, "done": w.done, "meta": _meta_data(w.meta),
+                             "keys": np.concatenate(w.keys) if w.keys else np.zeros(0, np.int64)}
+                            for w in self.waiting],
+                "new_metas": [_meta_data(m) for m in self.new_metas], "next_actor": self._next_actor}
+
+    def load_state(self, state: dict) -> None:
+        """Into a coordinator built with the same settings, attached to its transport, before any actor starts."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError("the checkpoint's replay state is not one this version writes; resume with the "
+                             "Menger version that wrote it, or start a new run")
+        for name, tensor in self.tensors.items():
+            saved = state["chunks"][name]
+            if tuple(saved.shape) != tuple(tensor.shape):
+                raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
+                                 f"{tuple(tensor.shape)}: resume with the replay and runtime settings it was saved with")
+            tensor.copy_(saved)
+        self.tables.load_state(state["tables"])
+        self.ring = [deque(int(s) for s in r) for r in state["ring"]]
+        self.keys = {int(slot): np.asarray(keys, np.int64) for slot, keys in state["keys"].items()}
+        self.waiting = []
+        for w in state["waiting"]:
+            items, priorities = self._items(int(w["slot"]))
+            self.waiting.append(_Waiting(int(w["slot"]), _meta(w["meta"]), items, priorities, int(w["done"]),
+                                         [np.asarray(w["keys"], np.int64)]))
+        self.new_metas = [_meta(m) for m in state["new_metas"]]
+        self._next_actor = int(state["next_actor"])
+
+    def close(self) -> None:
+        self.tables.close()
+
+
+def _meta_data(meta: UnrollMeta) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(meta).items()}
+
+
+def _meta(data: dict) -> UnrollMeta:
+    fields = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+              for k, v in data.items()}
+    return UnrollMeta(**fields)

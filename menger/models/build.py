@@ -1,0 +1,26 @@
+"""What actors act with, for each family of algorithms, from the experiment's `ModelConfig`."""
+from __future__ import annotations
+
+import gymnasium as gym
+from torch import nn
+
+from menger.models.policy import Policy
+from menger.models.qnet import QNetwork
+from menger.models.sac import SquashedGaussianActor
+
+
+def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo: str = "ppo") -> nn.Module:
+    """Build what actors act with from a `ModelConfig` (see menger.experiment): the policy network of the
+    on-policy algorithms, Ape-X's Q network (algo apex) or SAC's squashed Gaussian actor (algo sac)."""
+    if algo == "apex":
+        return QNetwork(obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
+                        activation=model_cfg.activation, dueling=model_cfg.dueling)
+    if algo == "sac":
+        return SquashedGaussianActor(obs_space, action_space, encoder=model_cfg.encoder,
+                                     hidden=tuple(model_cfg.hidden), activation=model_cfg.activation)
+    return Policy(
+        obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
+        activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
+        network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
+        separate_value=model_cfg.separate_value,
+    )
