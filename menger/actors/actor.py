@@ -24,6 +24,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 
 from menger.core import ActionSource, ActorPort, GrantedPort, UnrollMeta
 from menger.inference.source import LocalActions
@@ -77,6 +78,8 @@ class Actor:
         actions, logp, rewards = view["actions"].numpy(), view["logp"].numpy(), view["rewards"].numpy()
         dones, valid = view["dones"].numpy(), view["valid"].numpy()
         values = view["values"].numpy() if "values" in view else None  # apex: greedy values for priorities
+        terminated = view["terminated"].numpy() if "terminated" in view else None  # replay: not truncations
+        truncation_ends = getattr(self.envs, "autoreset_mode", None) != AutoresetMode.NEXT_STEP  # no last obs to bootstrap
         low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
@@ -94,6 +97,8 @@ class Actor:
             ended = result.terminated | result.truncated
             dones[t] = ended | ~result.valid
             valid[t] = result.valid
+            if terminated is not None:
+                terminated[t] = (result.terminated | result.truncated) if truncation_ends else result.terminated
             _write_obs(obs_views, t + 1, result.obs)
             all_valid = result.valid.all()
             if all_valid:  # the common step: nothing to mask
@@ -182,7 +187,8 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     from menger.envs import make_vec_env
 
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
-                        preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads)
+                        preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads,
+                        next_step_autoreset=config.coordination == "replay")
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo)
         policy.eval()

@@ -43,7 +43,8 @@ ENV_PROVIDER_GROUP = "menger.env_providers"
 
 
 def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
-                 nonfinite: str = "drop", num_threads: int = 1, max_reset_retries: int = 5) -> VecEnv:
+                 nonfinite: str = "drop", num_threads: int = 1, max_reset_retries: int = 5,
+                 next_step_autoreset: bool = False) -> VecEnv:
     """B copies of ``env_id`` behind Menger's ``VecEnv`` interface.
 
     Args:
@@ -56,6 +57,8 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
         nonfinite: "drop" NaN/Inf transitions (counted in ``stats``) or "fail" on the first one.
         num_threads: worker threads, for envs that have them (the atari preset).
         max_reset_retries: retries of a failing reset before ``EnvError``.
+        next_step_autoreset: envs stepped in a loop reset on the step after an episode ends (``valid=False``),
+            as native vector envs do, so the last observation of a truncated episode is returned (replay).
     """
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
@@ -67,7 +70,7 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
     is_vector, factory = resolve_env(env_id)
     if is_vector:
         return NativeVecEnv(functools.partial(factory, num_envs=num_envs, **kwargs), **common)
-    return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, **common)
+    return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, next_step_autoreset=next_step_autoreset, **common)
 
 
 def resolve_env(env_id: str) -> tuple[bool, Callable[..., Any]]:

@@ -16,7 +16,9 @@ Two implementations, chosen by ``make_vec_env``:
   AtariVectorEnv, a user VectorEnv). These usually autoreset on the NEXT step: the step after an episode
   ends only resets, ignores its action and is reported ``valid=False``. No extra env steps are spent.
 * ``LoopVecEnv`` steps B single gymnasium envs in a loop in this process and resets an env in the same
-  step its episode ends (SAME_STEP): ``obs`` of a done env is already the new episode's first obs.
+  step its episode ends (SAME_STEP): ``obs`` of a done env is already the new episode's first obs. With
+  ``next_step_autoreset`` it resets on the next step instead, as native envs do, so that the last observation of
+  a truncated episode reaches the learner (replay bootstraps from it: a time limit is not a terminal state).
 
 Whatever the mode, a row with ``valid=False`` starts afresh: its ``obs`` is a first observation of an
 episode (after a reset step, a dropped NaN, or a rebuilt env) and its terminated/truncated are False.
@@ -282,7 +284,7 @@ class LoopVecEnv:
     """
 
     def __init__(self, make_env: Callable[[], gymnasium.Env], num_envs: int, *, env_id: str, seed: int,
-                 faults: FaultPolicy):
+                 faults: FaultPolicy, next_step_autoreset: bool = False):
         self._make_env = make_env
         self._env_id = env_id
         self._seed = seed
@@ -291,7 +293,8 @@ class LoopVecEnv:
         self._envs = [self._build(index) for index in range(num_envs)]
         self.single_observation_space = self._envs[0].observation_space
         self.single_action_space = self._envs[0].action_space
-        self.autoreset_mode = AutoresetMode.SAME_STEP
+        self.autoreset_mode = AutoresetMode.NEXT_STEP if next_step_autoreset else AutoresetMode.SAME_STEP
+        self._reset_next = np.zeros(num_envs, dtype=np.bool_)  # NEXT_STEP: the episode ended; reset on this step
         self.stats = new_stats()
         self._rebuilds = [0] * num_envs
         self._failed_in_a_row = [0] * num_envs  # per env: steps that raised since its last one that did not
@@ -308,6 +311,7 @@ class LoopVecEnv:
         first_obs = [self._reset_env(index, None if seed is None else seed + index)
                      for index in range(self.num_envs)]
         self._has_reset = True
+        self._reset_next[:] = False
         obs = self._batch(first_obs)
         zero_nonfinite(obs)
         return obs
@@ -316,8 +320,17 @@ class LoopVecEnv:
         if len(actions) != self.num_envs:
             raise ValueError(f"{self._env_id}: got {len(actions)} actions for {self.num_envs} envs; pass one per env.")
         observations, rewards, terminations, truncations = [], [], [], []
-        failed = []
+        failed, reset_rows = [], []
+        next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
         for index, env in enumerate(self._envs):
+            if next_step and self._reset_next[index]:  # the step after an episode end only resets (valid=False)
+                self._reset_next[index] = False
+                observations.append(self._reset_env(index, None))
+                rewards.append(0.0)
+                terminations.append(False)
+                truncations.append(False)
+                reset_rows.append(index)
+                continue
             try:
                 obs, reward, terminated, truncated, _ = env.step(actions[index])
             except Exception as exc:  # any failure inside the env: replace that env
@@ -328,7 +341,11 @@ class LoopVecEnv:
                 failed.append(index)
                 continue
             self._failed_in_a_row[index] = 0
-            observations.append(self._reset_env(index, None) if terminated or truncated else obs)
+            if next_step:
+                self._reset_next[index] = terminated or truncated
+                observations.append(obs)
+            else:
+                observations.append(self._reset_env(index, None) if terminated or truncated else obs)
             rewards.append(reward)
             terminations.append(terminated)
             truncations.append(truncated)
@@ -339,8 +356,8 @@ class LoopVecEnv:
             np.array(truncations, dtype=np.bool_),
             self._all_valid.copy(),
         )
-        if failed:
-            result.valid[failed] = False
+        if failed or reset_rows:
+            result.valid[failed + reset_rows] = False
         if not (math.isfinite(sum(rewards)) and self._obs_finite(result.obs)):
             self._drop_nonfinite(*result)
         return result
@@ -362,6 +379,7 @@ class LoopVecEnv:
             "rebuilds": list(self._rebuilds),
             "failed_in_a_row": list(self._failed_in_a_row),
             "has_reset": self._has_reset,
+            "reset_next": self._reset_next.tolist(),
             "stats": dict(self.stats),
         }
 
@@ -375,6 +393,7 @@ class LoopVecEnv:
         else:  # snapshots of earlier versions: the indices that had just been rebuilt
             self._failed_in_a_row = [int(i in state["just_rebuilt"]) for i in range(self.num_envs)]
         self._has_reset = bool(state["has_reset"])
+        self._reset_next = np.array(state.get("reset_next", [False] * self.num_envs), dtype=np.bool_)
         self.stats = {key: int(value) for key, value in state["stats"].items()}
 
     # -- faults ----------------------------------------------------------------------------------------
@@ -393,6 +412,7 @@ class LoopVecEnv:
         self.stats["nonfinite_dropped"] += len(bad_indices)
         for index in bad_indices:
             write_row(obs, int(index), self._reset_env(int(index), None))
+        self._reset_next[bad] = False
         reward[bad] = 0.0
         terminated[bad] = False
         truncated[bad] = False
@@ -408,6 +428,7 @@ class LoopVecEnv:
         except Exception:  # a crashed env may fail to close too; it is replaced either way
             pass
         self._rebuilds[index] += 1
+        self._reset_next[index] = False
         self.stats["env_rebuilt"] += 1
         try:
             self._envs[index] = self._build(index)

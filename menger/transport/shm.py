@@ -14,6 +14,8 @@ Layout of one slot (T = unroll_length, B = envs_per_actor)::
     valid      [T, B]   1.0 for real transitions (0 for autoreset steps and rejected values)
     core_state [2, B, H] recurrent state at the unroll's start (H = 0 without an LSTM core)
     values     [T+1, B] apex only: the acting network's greedy value max_a Q(obs_t, a) (logp holds Q(obs_t, a_t))
+    terminated [T, B] replay only: 1.0 where the episode terminated at t (a time limit is not a termination: the
+               replay bootstraps from obs[t+1], the last observation, as its envs reset on the next step)
 
 With replay (apex, sac) the slots are the replay's storage: each actor owns a ring of them, and a replay item
 names a (slot, t, b) in it (see menger.coordinator.replay).
@@ -42,6 +44,7 @@ class UnrollSpec:
     envs_per_actor: int
     lstm_size: int = 0
     values: bool = False  # apex: a per-step greedy value, for the actors' initial priorities
+    terminated: bool = False  # replay: terminations apart from truncations
 
     def field_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         t, b = self.unroll_length, self.envs_per_actor
@@ -62,6 +65,8 @@ class UnrollSpec:
         fields["core_state"] = ((2, b, self.lstm_size), torch.float32)
         if self.values:
             fields["values"] = ((t + 1, b), torch.float32)
+        if self.terminated:
+            fields["terminated"] = ((t, b), torch.float32)
         return fields
 
 
