@@ -1,4 +1,4 @@
-"""Smoke tests of the throughput and soak benchmarks: each main runs end to end with tiny durations.
+"""Smoke tests of the throughput, soak and replay benchmarks: each runs end to end with tiny durations.
 
 Benchmarks sit outside the package and are not imported by anything else, so without these they rot
 silently when the runtime or the config schema moves under them.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import multiprocessing as mp
 import os
 import statistics
 import subprocess
@@ -19,7 +20,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import soak  # noqa: E402  (benchmarks are scripts, found through the path above)
+import replay  # noqa: E402  (benchmarks are scripts, found through the path above)
+import soak  # noqa: E402
 import throughput  # noqa: E402
 
 from menger.experiment import load_experiment  # noqa: E402
@@ -93,3 +95,10 @@ def test_soak_main_samples_learner_and_actors(tmp_path, capsys):
     unroll_length, obs_bytes, step_bytes = 32, 4 * 4, 8 + 4 * 4  # CartPole: 4 float obs; action int64, 4 floats
     assert f"bytes per env slot: {(unroll_length + 1) * obs_bytes + unroll_length * step_bytes:,d}" in output
     assert status == (1 if "verdict: FAIL" in output else 0)
+
+
+def test_replay_actors_insert_while_the_learner_samples():
+    figures = replay.measure_actors(4096, 64, 0.3, 1, unroll=8, envs=8, fill_seconds=5.0)
+    assert figures["actors"] == 2 and figures["actors_alive"] and figures["filled_fraction"] > 0.5
+    assert figures["inserts_per_s"] > 0 and figures["samples_per_s"] > 0
+    assert not [p for p in mp.active_children() if p.name.startswith("replay-bench-actor")]  # stopped and joined
