@@ -138,6 +138,8 @@ class ReplayConfig:
                                 "samples; 0 = two learner batches plus two unrolls' worth")
     min_size: int = field(1_000, min=1, doc="items in the replay before the first sample")
     shards: int = field(1, min=1, doc="independent replay shards; actor i writes into shard i % shards")
+    publish_every: int = field(1, min=1, doc="updates between parameter publishes to the actors (Ape-X's actors "
+                               "copy new parameters every 400 steps or so; each publish costs a copy)")
     lockstep: bool = field(False, doc="one unroll, then exactly the updates it pays for, in turn: deterministic "
                            "(for tests and exact-resume checks; slower)")
 
@@ -326,9 +328,6 @@ class ExperimentConfig:
         if self.model.lstm_size or self.model.network:
             problems.append(f"model.lstm_size / model.network: {self.algo} builds its own feed-forward networks "
                             "from model.encoder and model.hidden; unset them")
-        if self.runtime.launcher == "ray":
-            problems.append("runtime.launcher=ray: replay runs on the threads and processes launchers for now; "
-                            "use --launcher processes")
         if problems:
             raise ConfigError(problems)
 

@@ -130,12 +130,13 @@ def draw_run(records: Sequence[Mapping], title: str, target_return: float | None
     # measured every label twice and took half of the time of the plot `menger train` writes at its end.
     (by_frames, by_wall), (throughput, lag) = figure.subplots(
         2, 2, gridspec_kw=dict(left=0.07, right=0.98, bottom=0.07, top=0.92, wspace=0.2, hspace=0.3))
-    returns = metric_column(records, "episode/return_mean")
+    returns = {"mean return (last 20 episodes)": metric_column(records, "episode/return_mean")}
+    evaluated = metric_column(records, "eval/return_mean")
+    if np.isfinite(evaluated).any():  # apex, sac: the deterministic evaluation is what meets the target
+        returns["deterministic evaluation"] = evaluated
 
-    _panel(by_frames, frames, {"mean return (last 20 episodes)": returns}, "episode return vs env frames",
-           "env frames", "return", resume_frames)
-    _panel(by_wall, wall, {"mean return (last 20 episodes)": returns}, "episode return vs wall-clock time",
-           "wall-clock seconds", "return", resumes)
+    _panel(by_frames, frames, returns, "episode return vs env frames", "env frames", "return", resume_frames)
+    _panel(by_wall, wall, returns, "episode return vs wall-clock time", "wall-clock seconds", "return", resumes)
     _panel(throughput, wall, {"actor/fps": metric_column(records, "actor/fps"),
                               "learner/fps": metric_column(records, "learner/fps")},
            "throughput", "wall-clock seconds", "frames / s", resumes)

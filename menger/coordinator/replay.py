@@ -103,12 +103,9 @@ class ReplayCoordinator(SlotCoordinator):
         return ShardedTables(tables, seed=seed)
 
     def attach(self, transport) -> None:
-        """The chunks: the transport's unroll slots in shared memory (threads and processes launchers)."""
-        buffers = getattr(transport, "buffers", None)
-        if buffers is None:
-            raise FlowControlError("replay needs the unroll slots in this host's shared memory; run it with the "
-                                   "threads or processes launcher")
-        self.tensors = buffers.tensors
+        """The chunks: the transport's unroll slots (in shared memory on one host; on Ray the learner's own
+        slots, into which each finished unroll is copied out of the object store)."""
+        self.tensors = transport.buffers.tensors
         self.chunk_bytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
 
     def shard_of(self, actor_id: int) -> int:
@@ -176,10 +173,11 @@ class ReplayCoordinator(SlotCoordinator):
     def _items(self, slot: int) -> tuple[dict, np.ndarray]:
         """The chunk's n-step items, as references into it, and their initial priorities."""
         t = self.tensors
-        rewards, dones, valid = t["rewards"][slot], t["dones"][slot], t["valid"][slot]
+        rewards, valid = t["rewards"][slot], t["valid"][slot]
+        ends = t["terminated"][slot] if "terminated" in t else t["dones"][slot]  # a time limit bootstraps
         steps, envs = rewards.shape
         index = torch.arange((steps + 1) * envs).view(steps + 1, envs)
-        cut = n_step_items(index, torch.zeros(steps, envs, dtype=torch.int64), rewards, self.gamma * (1.0 - dones),
+        cut = n_step_items(index, torch.zeros(steps, envs, dtype=torch.int64), rewards, self.gamma * (1.0 - ends),
                            valid, self.n_step)
         boot = cut.start + cut.length
         items = {"slot": np.full(len(cut.start), slot, np.int32), "t": cut.start.numpy().astype(np.int32),

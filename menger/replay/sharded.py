@@ -138,6 +138,8 @@ class ShardedTables:
 
     def can_sample(self, batch_size: int = 1) -> bool:
         """Would a sample of ``batch_size`` pass now, without waiting? (The generator is left as it was.)"""
+        if len(self._shards) == 1:  # one shard: its own answer (a key is its shard key, x 1 + 0)
+            return not self._closed and self._shards[0].can_sample(batch_size)
         with self._lock:
             if self._closed:
                 return False
@@ -155,6 +157,10 @@ class ShardedTables:
         shard is empty); nothing was sampled and the generator did not move.
         """
         self._check_batch(batch_size)
+        if len(self._shards) == 1:  # the whole batch is the one shard's: the same sample, without the split
+            if self._closed:
+                raise ReplayClosed(f"these sharded tables were closed; their sample of {batch_size} cannot go on")
+            return self._shards[0].sample(batch_size, timeout_s)
         deadline = _deadline(timeout_s)
         pause = _FIRST_PAUSE_S
         while True:

@@ -61,6 +61,7 @@ class Trainer:
         self.coordinator = make_coordinator(config)
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self))
         self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0)
+        self._publish_every = config.replay.publish_every if config.coordination == "replay" else 1
         self.evaluator: Evaluator | None = None
         self.eval_stats: dict = {}
         self.accounts, self.version, self.wall_offset = FrameAccounts(), 0, 0.0
@@ -152,7 +153,7 @@ class Trainer:
         self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
         self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo), self.device)
         spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size,
-                          values=cfg.algo == "apex")
+                          values=cfg.algo == "apex", terminated=cfg.coordination == "replay")
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
         self.coordinator.attach(self.transport)
@@ -201,7 +202,10 @@ class Trainer:
         self.coordinator.learned(batch, stats)                      # replay: new priorities go back
         self.accounts.accepted += batch.frames
         self.version += 1
-        self._publish()
+        if self.version % self._publish_every == 0:
+            self._publish()
+        else:  # the actors go on with the last version published; the coordinator counts lags from this one
+            self.coordinator.published(self.version)
         self.learner_stats = stats
         self._notify("on_update", stats)
 

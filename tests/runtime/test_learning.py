@@ -30,6 +30,21 @@ def test_pendulum_ppo_reaches_minus_250(tmp_path, quiet):
     assert result.final_metrics["episode/return_mean"] >= -250
 
 
+def test_cartpole_apex_reaches_a_deterministic_evaluation_of_475(tmp_path, quiet):
+    result = _train(tmp_path, "cartpole-apex", quiet, "runtime.seed=1")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["eval/return_mean"] >= 475 and m["eval/episodes"] == 10
+    assert m["replay/samples_per_insert"] <= 16 * 1.1  # the rate limiter held the ratio
+
+
+def test_pendulum_sac_reaches_a_deterministic_evaluation_of_minus_250(tmp_path, quiet):
+    result = _train(tmp_path, "pendulum-sac", quiet, "runtime.seed=1")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["eval/return_mean"] >= -250 and m["eval/episodes"] == 10
+
+
 CATCH_FROM_PIXELS = {
     "name": "catch-impala", "algo": "impala", "env": {"id": "menger/Catch-v0"},
     "model": {"encoder": "cnn_shallow", "hidden": [256]},

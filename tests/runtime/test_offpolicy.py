@@ -6,6 +6,7 @@ import torch
 from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.evaluate import evaluate_run
+from menger.experiment import load_experiment
 
 SMALL = ["runtime.learner.device=cpu", "runtime.learner.threads=1", "checkpoint.interval_s=0", "stop.target_return=null"]
 
@@ -19,7 +20,7 @@ def test_a_replay_run_reports_its_replay_and_its_evaluations(tmp_path, quiet, pr
     m = result.final_metrics
     assert m["learner/updates"] > 0 and m["time/env_frames"] >= 3000
     assert m["replay/size"] >= 500 and m["replay/bytes"] > 0 and m["replay/inserts"] >= m["replay/size"]
-    assert m["replay/samples"] == m["learner/updates"] * (64 if preset == "cartpole-apex" else 256)
+    assert m["replay/samples"] == m["learner/updates"] * load_experiment(preset).replay.batch_size
     for key in ("replay/samples_per_insert", "replay/insert_blocked_s", "replay/priority_mean", "eval/return_mean",
                 "eval/time_s", "replay/inserts_per_s", "replay/samples_per_s"):
         assert key in m, key
