@@ -64,6 +64,7 @@ class Trainer:
         self._publish_every = config.replay.publish_every if config.coordination == "replay" else 1
         self.evaluator: Evaluator | None = None
         self.eval_stats: dict = {}
+        self.checkpoint_stats: dict = {}
         self.accounts, self.version, self.wall_offset = FrameAccounts(), 0, 0.0
         self.learner_stats: dict = {}
         self.stopping = False  # the loop has ended: closing checkpoint and shutdown follow
@@ -235,6 +236,7 @@ class Trainer:
     def _checkpoint(self) -> None:
         if self._saved_step == self.learner.updates:
             return  # nothing new since the last save
+        started = time.monotonic()  # the loop grants nothing until the save is done: writers wait this long
         state = {"learner": self.learner.state_dict(), "version": self.version, "accounts": self.accounts.state(),
                  "wall_s": self.elapsed(), "torch_rng": torch.get_rng_state(),
                  "actors": {str(k): v for k, v in self._collect_actor_snapshots().items()},
@@ -246,6 +248,8 @@ class Trainer:
             state["evaluator"] = self.evaluator.state()
         path = self.checkpoints.save(self.learner.updates, *flatten_state(state))
         self._saved_step, self._last_ckpt = self.learner.updates, time.monotonic()
+        self.checkpoint_stats = {"checkpoint/count": self.checkpoint_stats.get("checkpoint/count", 0) + 1,
+                                 "checkpoint/last_s": self._last_ckpt - started}
         self._notify("on_checkpoint", self.learner.updates, path)
 
     def _collect_actor_snapshots(self, timeout_s: float = 10.0) -> dict[int, dict]:
@@ -293,7 +297,7 @@ class Trainer:
 
     def _write_metrics(self, elapsed: float) -> dict:
         components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics(),
-                      **self.coordinator.metrics(), **self.eval_stats}
+                      **self.coordinator.metrics(), **self.eval_stats, **self.checkpoint_stats}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
                                       components=components)
