@@ -128,7 +128,8 @@ class ReplayCoordinator(SlotCoordinator):
                 table = self.tables.shard(self.shard_of(actor_id))
                 while (self.alive[actor_id] and self._outstanding(actor_id) < self.in_flight
                        and not self._waiting_in(actor_id) and table.can_insert(1)):
-                    self._grant_chunk(actor_id)
+                    if not self._grant_chunk(actor_id):
+                        break
         return super().grants()
 
     def _lockstep_grant(self) -> None:
@@ -149,7 +150,7 @@ class ReplayCoordinator(SlotCoordinator):
         shard = self.shard_of(actor_id)
         return any(self.shard_of(w.meta.actor_id) == shard for w in self.waiting)
 
-    def _grant_chunk(self, actor_id: int) -> None:
+    def _grant_chunk(self, actor_id: int) -> bool:
         """Grant the actor a free chunk; first, while its committed, waiting and granted chunks would fill its
         share of `max_size`, the items of its oldest chunk leave the table (that chunk is free again)."""
         ring = self.ring[actor_id]
@@ -158,7 +159,10 @@ class ReplayCoordinator(SlotCoordinator):
             slot = ring.popleft()
             self.tables.delete(self.keys.pop(slot))
             self.free[actor_id].append(slot)
+        if not self.free[actor_id]:  # cannot happen with ring_capacity + in_flight slots; never spin on it
+            return False
         self._grant(actor_id)
+        return True
 
     # ----- unrolls --------------------------------------------------------------------------------------
     def accept(self, slot: int, meta: UnrollMeta) -> Verdict:
