@@ -7,7 +7,7 @@ import pytest
 
 from menger.coordinator import AsyncCoordinator, FlowControlError, SyncCoordinator, make_coordinator
 from menger.core import UnrollMeta
-from menger.experiment import CoordinationConfig, load_experiment
+from menger.experiment import load_experiment
 
 FRAMES = 8
 
