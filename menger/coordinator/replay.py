@@ -272,9 +272,12 @@ class ReplayCoordinator(SlotCoordinator):
         return out
 
     def state(self) -> dict:
-        """The replay as the checkpoint keeps it: the tables, the chunks' contents and who holds which chunk."""
+        """The replay as the checkpoint keeps it: the tables, the chunks' contents and who holds which chunk.
+
+        The chunks are not copied: while the trainer saves it grants nothing, so the only chunks written meanwhile
+        are ones granted before, whose contents no item names (a restore frees them)."""
         return {"format": STATE_FORMAT, "tables": self.tables.state(),
-                "chunks": {name: tensor.clone() for name, tensor in self.tensors.items()},
+                "chunks": dict(self.tensors),
                 "ring": [list(r) for r in self.ring],
                 "keys": {str(slot): keys for slot, keys in self.keys.items()},
                 "waiting": [{"slot": w.slot, "done": w.done, "meta": _meta_data(w.meta),
