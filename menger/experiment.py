@@ -58,7 +58,7 @@ class PPOConfig:
     entropy_coef: float = field(0.0, min=0.0, doc="entropy bonus weight")
     value_clip: Optional[float] = field(None, doc="clip the value update to this range around the old value (None: off)")
     normalize_advantages: bool = field(True, doc="normalise advantages per minibatch")
-    max_grad_norm: float = field(0.5, min=0.0, doc="gradient norm clip")
+    max_grad_norm: float = field(0.5, min=0.0, doc="gradient norm clip (0 = none)")
     target_kl: Optional[float] = field(None, doc="stop an update's epochs early past this approximate KL")
     adam_eps: float = field(1e-5, min=0.0, doc="Adam epsilon")
 
@@ -75,7 +75,7 @@ class VTraceConfig:
     clip_c: float = field(1.0, min=0.0, doc="c-bar: trace cutting")
     value_coef: float = field(0.5, min=0.0, doc="value loss weight")
     entropy_coef: float = field(0.01, min=0.0, doc="entropy bonus weight")
-    max_grad_norm: float = field(40.0, min=0.0, doc="gradient norm clip")
+    max_grad_norm: float = field(40.0, min=0.0, doc="gradient norm clip (0 = none)")
     reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
     clip: float = field(0.2, min=0.0, doc="APPO only: PPO ratio clip")
     epochs: int = field(1, min=1, doc="APPO only: passes over each batch")

@@ -123,8 +123,7 @@ class SlotCoordinator(ABC):
         if reason is not None:
             self._regrant(slot)
             return Verdict(False, reason, delivered=True)
-        self.pending.append((slot, meta))
-        self._on_accepted(actor_id)
+        self._keep(slot, meta)
         return Verdict(True, None, delivered=True)
 
     def take_batch(self, gather: Callable[[list[int]], dict]) -> Batch:
@@ -164,6 +163,11 @@ class SlotCoordinator(ABC):
     @abstractmethod
     def _on_started(self, actor_id: int, first: bool) -> None:
         """A new incarnation runs (its free slots are in `self.free[actor_id]`): queue its grants."""
+
+    def _keep(self, slot: int, meta: UnrollMeta) -> None:
+        """An accepted unroll waits in its slot for a batch (the replay coordinator makes it items instead)."""
+        self.pending.append((slot, meta))
+        self._on_accepted(meta.actor_id)
 
     def _on_accepted(self, actor_id: int) -> None:
         """An unroll of the actor became pending."""

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from menger.coordinator.base import FlowControlError, SlotCoordinator
-from menger.core import Batch, UnrollMeta, Verdict
+from menger.core import Batch, UnrollMeta
 from menger.losses import n_step_items
 from menger.losses.dqn import PRIORITY_EPS
 from menger.replay import (MinSize, ReplayTimeout, SampleToInsertRatio, ShardedTables, Table, fifo,
@@ -76,6 +76,7 @@ class ReplayCoordinator(SlotCoordinator):
         self.waiting: list[_Waiting] = []
         self.new_metas: list[UnrollMeta] = []  # committed since the last batch: the next batch accounts for them
         self.tensors: dict | None = None
+        self.chunk_bytes = 0  # set by attach
         self._last_keys: np.ndarray | None = None
         self._updating = False
         self._next_actor = 0
@@ -165,14 +166,11 @@ class ReplayCoordinator(SlotCoordinator):
         return True
 
     # ----- unrolls --------------------------------------------------------------------------------------
-    def accept(self, slot: int, meta: UnrollMeta) -> Verdict:
-        verdict = super().accept(slot, meta)
-        if verdict.accepted:
-            self.pending.pop()  # not a batch's: the unroll becomes items
-            items, priorities = self._items(slot)
-            self.waiting.append(_Waiting(slot, meta, items, priorities))
-            self._commit()
-        return verdict
+    def _keep(self, slot: int, meta: UnrollMeta) -> None:
+        """An accepted unroll becomes items (what the limiter does not admit yet waits)."""
+        items, priorities = self._items(slot)
+        self.waiting.append(_Waiting(slot, meta, items, priorities))
+        self._commit()
 
     def _items(self, slot: int) -> tuple[dict, np.ndarray]:
         """The chunk's n-step items, as references into it, and their initial priorities."""
@@ -265,8 +263,8 @@ class ReplayCoordinator(SlotCoordinator):
         dt, rates = max(1e-9, now - self._rates["at"]), self._rates
         out = self.tables.metrics()
         out.update({"replay/inserts_per_s": rates["inserts"] / dt, "replay/samples_per_s": rates["samples"] / dt,
-                    "replay/bytes": out.get("replay/bytes", 0) + getattr(self, "chunk_bytes", 0),
-                    "replay/index_bytes": out.get("replay/bytes", 0), "replay/chunk_bytes": getattr(self, "chunk_bytes", 0),
+                    "replay/bytes": out.get("replay/bytes", 0) + self.chunk_bytes,
+                    "replay/index_bytes": out.get("replay/bytes", 0), "replay/chunk_bytes": self.chunk_bytes,
                     "replay/waiting_inserts": sum(len(w.priorities) - w.done for w in self.waiting)})
         self._rates = {"at": now, "inserts": 0, "samples": 0}
         return out

@@ -320,25 +320,25 @@ class LoopVecEnv:
         if len(actions) != self.num_envs:
             raise ValueError(f"{self._env_id}: got {len(actions)} actions for {self.num_envs} envs; pass one per env.")
         observations, rewards, terminations, truncations = [], [], [], []
-        failed, reset_rows = [], []
+        invalid = []  # rows that are no transition: their first observation, reward 0, not ended
+
+        def start_afresh(index: int, first_obs) -> None:
+            observations.append(first_obs)
+            rewards.append(0.0)
+            terminations.append(False)
+            truncations.append(False)
+            invalid.append(index)
+
         next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
         for index, env in enumerate(self._envs):
-            if next_step and self._reset_next[index]:  # the step after an episode end only resets (valid=False)
+            if next_step and self._reset_next[index]:  # the step after an episode end only resets
                 self._reset_next[index] = False
-                observations.append(self._reset_env(index, None))
-                rewards.append(0.0)
-                terminations.append(False)
-                truncations.append(False)
-                reset_rows.append(index)
+                start_afresh(index, self._reset_env(index, None))
                 continue
             try:
                 obs, reward, terminated, truncated, _ = env.step(actions[index])
             except Exception as exc:  # any failure inside the env: replace that env
-                observations.append(self._rebuild(index, exc))
-                rewards.append(0.0)
-                terminations.append(False)
-                truncations.append(False)
-                failed.append(index)
+                start_afresh(index, self._rebuild(index, exc))
                 continue
             self._failed_in_a_row[index] = 0
             if next_step:
@@ -356,8 +356,8 @@ class LoopVecEnv:
             np.array(truncations, dtype=np.bool_),
             self._all_valid.copy(),
         )
-        if failed or reset_rows:
-            result.valid[failed + reset_rows] = False
+        if invalid:
+            result.valid[invalid] = False
         if not (math.isfinite(sum(rewards)) and self._obs_finite(result.obs)):
             self._drop_nonfinite(*result)
         return result

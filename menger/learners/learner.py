@@ -110,12 +110,13 @@ class Adam:
 
 def clip_gradients(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale all gradients together so that their global L2 norm is at most `max_norm` (clip_grad_norm_'s maths);
-    returns the norm before clipping."""
+    returns the norm before clipping. `max_norm` <= 0: no clipping (the norm is still returned)."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.zeros(())
     norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
+    if max_norm > 0:
+        torch._foreach_mul_(grads, (max_norm / (norm + 1e-6)).clamp_(max=1.0))
     return norm
 
 

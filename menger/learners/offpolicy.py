@@ -23,7 +23,7 @@ from menger.losses import (double_q_targets, dqn_loss, q_learning_targets, sac_a
 def _apply(optimizer: Adam, params: list[torch.Tensor], loss: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
     optimizer.zero_grad()
     loss.backward()
-    norm = clip_gradients(params, max_grad_norm) if max_grad_norm > 0 else torch.zeros(())
+    norm = clip_gradients(params, max_grad_norm)
     optimizer.step()
     return norm
 

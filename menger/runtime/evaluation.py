@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from menger.envs import make_vec_env
-from menger.models import build_policy
+from menger.models import build_policy, obs_to_tensors
 
 
 class Evaluator:
@@ -46,8 +46,7 @@ class Evaluator:
         finished = np.zeros(n, bool)
         obs = self.envs.reset(seed=self.cfg.seed)
         for _ in range(self.cfg.max_steps):
-            tensors = _tensors(obs)
-            action = self.network.act(tensors, None, deterministic=True).action.numpy()
+            action = self.network.act(obs_to_tensors(obs), None, deterministic=True).action.numpy()
             result = self.envs.step(action)
             running = ~finished & result.valid
             returns += np.where(running, result.reward, 0.0)
@@ -80,9 +79,3 @@ class Evaluator:
     def close(self) -> None:
         self.envs.close()
 
-
-def _tensors(obs):
-    if isinstance(obs, dict):
-        return {k: torch.from_numpy(np.asarray(v)).float() for k, v in obs.items()}
-    t = torch.from_numpy(np.asarray(obs))
-    return t if t.dtype == torch.uint8 else t.float()

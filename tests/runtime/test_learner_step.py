@@ -78,3 +78,10 @@ def test_clip_gradients_matches_clip_grad_norm(max_norm):
     torch.testing.assert_close(norm, reference)
     for mine, theirs in zip(ours_net.parameters(), torch_net.parameters()):
         torch.testing.assert_close(mine.grad, theirs.grad)
+
+
+def test_a_max_norm_of_zero_means_no_clipping_not_zero_gradients():
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.full((3,), 2.0)
+    norm = clip_gradients([p], 0.0)
+    assert torch.equal(p.grad, torch.full((3,), 2.0)) and float(norm) == pytest.approx(12 ** 0.5)
