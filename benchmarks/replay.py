@@ -66,7 +66,7 @@ from menger.coordinator.replay import ReplayCoordinator  # noqa: E402
 from menger.core import UnrollMeta  # noqa: E402
 from menger.experiment import ReplayConfig  # noqa: E402
 from menger.replay import MinSize, Table, fifo, importance_weights, prioritized  # noqa: E402
-from menger.transport.shm import UnrollBuffers, UnrollSpec  # noqa: E402
+from menger.transport.shm import SlotChunks, UnrollBuffers, UnrollSpec  # noqa: E402
 
 ALPHA, BETA = 0.6, 0.4
 SPEC = {"obs": ((4,), np.float32), "action": ((), np.int64), "reward": ((), np.float32),
@@ -293,6 +293,9 @@ class ActorsBench:
         self.clock = {"grant": 0.0, "accept": 0.0, "learn": 0.0}
         self.unrolls = 0
 
+
+    def chunk_store(self):
+        return SlotChunks(self.buffers)
     def counters(self) -> tuple[int, int]:
         """Items committed to and sampled from the tables so far (their rate limiters' counters)."""
         limiters = [table.rate_limiter for table in self.coordinator.tables.shards]

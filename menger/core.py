@@ -159,9 +159,48 @@ class Transport(ParameterSink, Protocol):
 
     def gather(self, slots: list[int]) -> dict: ...
 
+    def chunk_store(self) -> "ChunkStore": ...
+
     def metrics(self) -> dict: ...
 
     def shutdown(self, handles: list) -> None: ...
+
+
+class ChunkStore(Protocol):
+    """Where the replay's chunks (its actors' unroll slots) live, for `menger.coordinator.replay`.
+
+    On one host (`SlotChunks`) every field is in the transport's shared-memory slots. On Ray (`RayChunks`) the
+    learner keeps the per-step fields (`tensors`: rewards, actions, Q values, ...: what items and priorities are
+    made of) and each node keeps the observations its actors wrote, in a replay shard beside them::
+
+        store.tensors["rewards"][slot]                       # [slots, T, B] per-step fields, in the learner
+        request = store.request(slot, t, b, boot)            # start gathering obs[t] and obs[boot] of each item
+        obs, next_obs, kept = store.fetch(request)           # kept: bool mask of items still stored (None: all)
+        for slot in store.take_lost(): ...                   # chunks whose node is gone since the last call
+        store.shard_of(actor_id, shards)                     # the replay shard an actor's chunks go into
+
+    `prefetch`: the coordinator requests the next batch while the learner steps on this one. `fixed_shards`: an
+    actor's shard never changes (False on Ray, where it is its node's, and a restarted actor may move).
+    """
+
+    tensors: dict
+    prefetch: bool
+    fixed_shards: bool
+    nbytes: int
+
+    def shard_of(self, actor_id: int, shards: int) -> int: ...
+
+    def request(self, slot, t, b, boot) -> Any: ...
+
+    def fetch(self, request) -> tuple: ...
+
+    def take_lost(self) -> list[int]: ...
+
+    def state(self, slots: list[int]) -> dict: ...
+
+    def load(self, chunks: dict, slots: list[int]) -> None: ...
+
+    def metrics(self) -> dict: ...
 
 
 class InferenceBackend(Protocol):

@@ -1,6 +1,7 @@
 """Replay coordination (Ape-X DQN, SAC): unrolls become replay items in place; batches are sampled from replay.
 
-The unroll slots in shared memory *are* the replay's storage. Each actor owns a ring of slots (chunks); a replay
+The actors' unroll slots *are* the replay's storage (where they live is the transport's `ChunkStore`: shared
+memory on one host; on Ray the per-step fields here and the observations in a shard on each actor's node). Each actor owns a ring of slots (chunks); a replay
 item is a reference (slot, t, b, bootstrap step, n-step reward sum, discount product) into a chunk, kept in a
 `menger.replay.Table` (one per shard) with its priority. Only slot numbers and tags cross processes::
 
@@ -11,13 +12,14 @@ item is a reference (slot, t, b, bootstrap step, n-step reward sum, discount pro
                              (uniform sampling: priority 1); what the rate limiter does not admit yet waits
     batch_ready()            the table's rate limiter admits a sample of `replay.batch_size`
     take_batch()             sample, then gather obs, next obs and actions from the chunks; importance weights
+                             (on Ray the next batch is sampled at once and its observations fetched meanwhile)
     learned(batch, stats)    the learner's new priorities go back to the sampled keys
 
 Back-pressure is Reverb's: an actor gets a new chunk only when its shard's limiter admits inserts and nothing it
 wrote still waits to go in, so the limiter's samples per insert hold however fast the actors are.
 
 A chunk is evicted whole (its actor's oldest), so the replay holds the newest `max_size` items, give or take an
-unroll. Sharding: actor i writes into shard i % shards; the learner samples across shards in proportion to their
+unroll. Sharding: actor i writes into shard i % shards (on Ray: its node's); the learner samples across shards in proportion to their
 priority mass (`menger.replay.ShardedTables`).
 
 `replay.lockstep`: one chunk at a time, in actor order, and after each the updates the limiter admits, before
@@ -52,6 +54,7 @@ class _Waiting:
 
     slot: int
     meta: UnrollMeta
+    shard: int
     items: dict
     priorities: np.ndarray
     done: int = 0
@@ -70,32 +73,38 @@ class ReplayCoordinator(SlotCoordinator):
         super().__init__(num_actors, self.ring_capacity + self.in_flight)
         self.idle_between_batches = replay.lockstep  # lockstep: actors wait at every update, a clean cut
         self.prioritized = replay.sampler == "prioritized"
-        self.tables = self._build_tables(num_actors, seed)
+        if replay.samples_per_insert <= 0 and replay.lockstep:
+            raise FlowControlError("replay.lockstep needs replay.samples_per_insert > 0: it grants the next "
+                                   "unroll once the learner has had the samples the last one paid for")
+        self.seed = seed
+        self.tables: ShardedTables | None = None  # built by attach, once the chunk store says how shards map
+        self.store = None
         self.ring: list[deque] = [deque() for _ in range(num_actors)]  # committed chunks, oldest first
         self.keys: dict[int, np.ndarray] = {}                         # slot -> keys of its items
         self.waiting: list[_Waiting] = []
         self.new_metas: list[UnrollMeta] = []  # committed since the last batch: the next batch accounts for them
         self.tensors: dict | None = None
         self.chunk_bytes = 0  # set by attach
+        self._prefetched: tuple | None = None  # (sample, request): the next batch, gathering while the learner steps
         self._last_keys: np.ndarray | None = None
         self._updating = False
         self._next_actor = 0
+        self._lost_chunks = 0
         self._rates = {"at": time.monotonic(), "inserts": 0, "samples": 0}
 
-    def _build_tables(self, num_actors: int, seed: int) -> ShardedTables:
+    def _build_tables(self, num_actors: int, seed: int, fixed_shards: bool) -> ShardedTables:
+        """One table per shard. Where an actor's shard is fixed (actor i % shards), a shard holds at most its
+        actors' chunks; where it follows the actor's node (Ray), any shard may hold every chunk."""
         cfg = self.cfg
         shards = min(cfg.shards, num_actors)
         tables = []
         for shard in range(shards):
-            actors = len(range(shard, num_actors, shards))
+            actors = len(range(shard, num_actors, shards)) if fixed_shards else num_actors
             capacity = actors * self.slots_per_actor * self.chunk_items  # chunks are evicted before this fills
             min_size = max(1, math.ceil(cfg.min_size / shards))
             if cfg.samples_per_insert > 0:
                 buffer = cfg.error_buffer or 2 * cfg.batch_size + 2 * self.chunk_items * cfg.samples_per_insert
                 limiter = SampleToInsertRatio(cfg.samples_per_insert, min_size, buffer)
-            elif cfg.lockstep:
-                raise FlowControlError("replay.lockstep needs replay.samples_per_insert > 0: it grants the next "
-                                       "unroll once the learner has had the samples the last one paid for")
             else:
                 limiter = MinSize(min_size)
             sampler = prioritized(cfg.alpha) if self.prioritized else uniform()
@@ -104,13 +113,15 @@ class ReplayCoordinator(SlotCoordinator):
         return ShardedTables(tables, seed=seed)
 
     def attach(self, transport) -> None:
-        """The chunks: the transport's unroll slots (in shared memory on one host; on Ray the learner's own
-        slots, into which each finished unroll is copied out of the object store)."""
-        self.tensors = transport.buffers.tensors
-        self.chunk_bytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
+        """The chunks: the transport's `ChunkStore` (its unroll slots in shared memory on one host; on Ray the
+        per-step fields in the learner and the observations in a replay shard on each actor's node)."""
+        self.store = transport.chunk_store()
+        self.tensors = self.store.tensors
+        self.chunk_bytes = self.store.nbytes
+        self.tables = self._build_tables(self.num_actors, self.seed, self.store.fixed_shards)
 
     def shard_of(self, actor_id: int) -> int:
-        return actor_id % self.tables.num_shards
+        return self.store.shard_of(actor_id, self.tables.num_shards)
 
     # ----- grants ---------------------------------------------------------------------------------------
     def _on_started(self, actor_id: int, first: bool) -> None:
@@ -122,6 +133,7 @@ class ReplayCoordinator(SlotCoordinator):
         self.free[actor_id] = [slot for slot in self.free[actor_id] if slot not in held]
 
     def grants(self) -> list[tuple[int, int]]:
+        self._forget(self.store.take_lost())
         if self.cfg.lockstep:
             self._lockstep_grant()
         else:
@@ -149,7 +161,7 @@ class ReplayCoordinator(SlotCoordinator):
 
     def _waiting_in(self, actor_id: int) -> bool:
         shard = self.shard_of(actor_id)
-        return any(self.shard_of(w.meta.actor_id) == shard for w in self.waiting)
+        return any(w.shard == shard for w in self.waiting)
 
     def _grant_chunk(self, actor_id: int) -> bool:
         """Grant the actor a free chunk; first, while its committed, waiting and granted chunks would fill its
@@ -169,7 +181,7 @@ class ReplayCoordinator(SlotCoordinator):
     def _keep(self, slot: int, meta: UnrollMeta) -> None:
         """An accepted unroll becomes items (what the limiter does not admit yet waits)."""
         items, priorities = self._items(slot)
-        self.waiting.append(_Waiting(slot, meta, items, priorities))
+        self.waiting.append(_Waiting(slot, meta, self.shard_of(meta.actor_id), items, priorities))
         self._commit()
 
     def _items(self, slot: int) -> tuple[dict, np.ndarray]:
@@ -196,24 +208,43 @@ class ReplayCoordinator(SlotCoordinator):
         return items, priorities
 
     def _commit(self) -> None:
-        """Insert what the limiters admit, oldest chunk first; a chunk fully in joins its actor's ring."""
-        while self.waiting:
-            w = self.waiting[0]
-            shard = self.shard_of(w.meta.actor_id)
+        """Insert what the limiters admit, oldest chunk first within each shard (a shard whose limiter is shut
+        does not hold up the others); a chunk fully in joins its actor's ring."""
+        shut: set[int] = set()
+        for w in list(self.waiting):
+            if w.shard in shut:
+                continue
             rest = {k: v[w.done:] for k, v in w.items.items()}
             try:
-                local = self.tables.shard(shard).insert_batch(rest, w.priorities[w.done:], timeout_s=0)
+                local = self.tables.shard(w.shard).insert_batch(rest, w.priorities[w.done:], timeout_s=0)
             except ReplayTimeout as blocked:  # the limiter admitted part: the rest waits for samples
-                w.keys.append(self._global_keys(shard, blocked.keys))
+                w.keys.append(self._global_keys(w.shard, blocked.keys))
                 w.done += blocked.completed
-                return
-            w.keys.append(self._global_keys(shard, local))
+                shut.add(w.shard)
+                continue
+            w.keys.append(self._global_keys(w.shard, local))
             w.done = len(w.priorities)
-            self.waiting.pop(0)
+            self.waiting.remove(w)
             self.keys[w.slot] = np.concatenate(w.keys)
             self.ring[self.owner(w.slot)].append(w.slot)
             self.new_metas.append(w.meta)
             self._rates["inserts"] += len(w.priorities)
+
+    def _forget(self, slots: list[int]) -> None:
+        """Chunks whose storage is gone (their node died): their items leave the tables, the slots are free."""
+        for slot in slots:
+            keys = [self.keys.pop(slot)] if slot in self.keys else []
+            for w in [w for w in self.waiting if w.slot == slot]:
+                self.waiting.remove(w)
+                keys += w.keys
+            if keys:
+                self.tables.delete(np.concatenate(keys))
+            owner = self.owner(slot)
+            if slot in self.ring[owner]:
+                self.ring[owner].remove(slot)
+            if slot not in self.granted and slot not in self.free[owner]:
+                self.free[owner].append(slot)
+            self._lost_chunks += 1
 
     def _global_keys(self, shard: int, local) -> np.ndarray:
         """A shard's keys as `ShardedTables` names them (shard key x shards + shard)."""
@@ -221,29 +252,42 @@ class ReplayCoordinator(SlotCoordinator):
 
     # ----- batches --------------------------------------------------------------------------------------
     def batch_ready(self) -> bool:
-        return self.tensors is not None and self.tables.can_sample(self.cfg.batch_size)
+        return self.tensors is not None and (self._prefetched is not None
+                                             or self.tables.can_sample(self.cfg.batch_size))
 
     def _batch_size(self) -> int:
         return self.cfg.batch_size
 
-    def take_batch(self, gather) -> Batch:
-        sample = self.tables.sample(self.cfg.batch_size, timeout_s=0)
-        self._rates["samples"] += len(sample)
-        d = sample.data
-        slot, t, b, boot = (torch.from_numpy(d[k].astype(np.int64)) for k in ("slot", "t", "b", "boot"))
-        weights = importance_weights(sample, self.cfg.beta) if self.prioritized else np.ones(len(sample))
-        data = {"obs": self._obs(slot, t, b), "next_obs": self._obs(slot, boot, b),
-                "actions": self.tensors["actions"][slot, t, b], "rewards": torch.from_numpy(d["reward"]),
-                "discounts": torch.from_numpy(d["discount"]), "weights": torch.from_numpy(weights.astype(np.float32))}
-        self._last_keys, self._updating = sample.keys, True
-        metas, self.new_metas = self.new_metas, []
+    def take_batch(self, gather) -> Batch | None:
+        """The next sampled batch; None only on Ray when every item in it was on a node that is gone."""
+        sample, request = self._prefetched or self._sample()
+        self._prefetched = None
+        obs, next_obs, kept = self.store.fetch(request)
+        self._forget(self.store.take_lost())
         self._commit()  # the sample may have opened the limiter for waiting inserts
+        if self.store.prefetch and not self.cfg.lockstep and self.tables.can_sample(self.cfg.batch_size):
+            self._prefetched = self._sample()  # its observations travel while the learner steps on this one
+        d, keys = sample.data, sample.keys
+        weights = importance_weights(sample, self.cfg.beta) if self.prioritized else np.ones(len(sample))
+        if kept is not None and not kept.all():  # a node died with part of the batch: learn from the rest
+            if not kept.any():
+                return None
+            d, keys, weights = {k: v[kept] for k, v in d.items()}, keys[kept], weights[kept]
+        slot, t = torch.from_numpy(d["slot"].astype(np.int64)), torch.from_numpy(d["t"].astype(np.int64))
+        b = torch.from_numpy(d["b"].astype(np.int64))
+        data = {"obs": obs, "next_obs": next_obs, "actions": self.tensors["actions"][slot, t, b],
+                "rewards": torch.from_numpy(d["reward"]), "discounts": torch.from_numpy(d["discount"]),
+                "weights": torch.from_numpy(weights.astype(np.float32))}
+        self._last_keys, self._updating = keys, True
+        metas, self.new_metas = self.new_metas, []
         return Batch(data, metas, [self.version - meta.policy_version for meta in metas])
 
-    def _obs(self, slot, t, b):
-        if "obs" in self.tensors:
-            return self.tensors["obs"][slot, t, b]
-        return {name[4:]: v[slot, t, b] for name, v in self.tensors.items() if name.startswith("obs.")}
+    def _sample(self) -> tuple:
+        """Sample a batch and start gathering its observations (in place on one host; remote calls on Ray)."""
+        sample = self.tables.sample(self.cfg.batch_size, timeout_s=0)
+        self._rates["samples"] += len(sample)
+        slot, t, b, boot = (torch.from_numpy(sample.data[k].astype(np.int64)) for k in ("slot", "t", "b", "boot"))
+        return sample, self.store.request(slot, t, b, boot)
 
     def learned(self, batch: Batch, stats: dict) -> None:
         priorities = stats.pop("priorities", None)
@@ -262,10 +306,12 @@ class ReplayCoordinator(SlotCoordinator):
         now = time.monotonic()
         dt, rates = max(1e-9, now - self._rates["at"]), self._rates
         out = self.tables.metrics()
+        out.update(self.store.metrics())
         out.update({"replay/inserts_per_s": rates["inserts"] / dt, "replay/samples_per_s": rates["samples"] / dt,
-                    "replay/bytes": out.get("replay/bytes", 0) + self.chunk_bytes,
+                    "replay/bytes": out.get("replay/bytes", 0) + self.chunk_bytes + out.get("replay/shard_bytes", 0),
                     "replay/index_bytes": out.get("replay/bytes", 0), "replay/chunk_bytes": self.chunk_bytes,
-                    "replay/waiting_inserts": sum(len(w.priorities) - w.done for w in self.waiting)})
+                    "replay/waiting_inserts": sum(len(w.priorities) - w.done for w in self.waiting),
+                    "replay/chunks_lost": self._lost_chunks})
         self._rates = {"at": now, "inserts": 0, "samples": 0}
         return out
 
@@ -274,11 +320,12 @@ class ReplayCoordinator(SlotCoordinator):
 
         The chunks are not copied: while the trainer saves it grants nothing, so the only chunks written meanwhile
         are ones granted before, whose contents no item names (a restore frees them)."""
-        return {"format": STATE_FORMAT, "tables": self.tables.state(),
-                "chunks": dict(self.tensors),
+        chunks = self.store.state(self._held_slots())
+        self._forget(self.store.take_lost())  # on Ray: chunks whose shard did not answer are not saved as items
+        return {"format": STATE_FORMAT, "tables": self.tables.state(), "chunks": chunks,
                 "ring": [list(r) for r in self.ring],
                 "keys": {str(slot): keys for slot, keys in self.keys.items()},
-                "waiting": [{"slot": w.slot, "done": w.done, "meta": _meta_data(w.meta),
+                "waiting": [{"slot": w.slot, "shard": w.shard, "done": w.done, "meta": _meta_data(w.meta),
                              "keys": np.concatenate(w.keys) if w.keys else np.zeros(0, np.int64)}
                             for w in self.waiting],
                 "new_metas": [_meta_data(m) for m in self.new_metas], "next_actor": self._next_actor}
@@ -288,25 +335,28 @@ class ReplayCoordinator(SlotCoordinator):
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError("the checkpoint's replay state is not one this version writes; resume with the "
                              "Menger version that wrote it, or start a new run")
-        for name, tensor in self.tensors.items():
-            saved = state["chunks"][name]
-            if tuple(saved.shape) != tuple(tensor.shape):
-                raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
-                                 f"{tuple(tensor.shape)}: resume with the replay and runtime settings it was saved with")
-            tensor.copy_(saved)
-        self.tables.load_state(state["tables"])
         self.ring = [deque(int(s) for s in r) for r in state["ring"]]
+        held = self._held_slots() + [int(w["slot"]) for w in state["waiting"]]
+        self.store.load(state["chunks"], held)
+        self.tables.load_state(state["tables"])
         self.keys = {int(slot): np.asarray(keys, np.int64) for slot, keys in state["keys"].items()}
         self.waiting = []
         for w in state["waiting"]:
             items, priorities = self._items(int(w["slot"]))
-            self.waiting.append(_Waiting(int(w["slot"]), _meta(w["meta"]), items, priorities, int(w["done"]),
+            meta = _meta(w["meta"])
+            shard = int(w.get("shard", meta.actor_id % self.tables.num_shards))
+            self.waiting.append(_Waiting(int(w["slot"]), meta, shard, items, priorities, int(w["done"]),
                                          [np.asarray(w["keys"], np.int64)]))
         self.new_metas = [_meta(m) for m in state["new_metas"]]
         self._next_actor = int(state["next_actor"])
 
+    def _held_slots(self) -> list[int]:
+        """The chunks items can name: every actor's ring and what waits to go in."""
+        return [slot for ring in self.ring for slot in ring] + [w.slot for w in self.waiting]
+
     def close(self) -> None:
-        self.tables.close()
+        if self.tables is not None:
+            self.tables.close()
 
 
 def _meta_data(meta: UnrollMeta) -> dict:

@@ -196,6 +196,8 @@ class Trainer:
 
     def _learn(self) -> None:
         batch = self.coordinator.take_batch(self.transport.gather)  # a copy: its slots may be granted again
+        if batch is None:  # replay on Ray: every sampled item was on a node that just died; sample again
+            return
         self._send_grants()                                         # async: actors go on while the learner steps
         self._notify("on_batch", batch)
         self.accounts.lags.extend(batch.lags)

@@ -1,4 +1,4 @@
 """Moving unrolls from actors to the learner: preallocated slots; only slot indices and tags travel."""
-from menger.transport.shm import UnrollBuffers, UnrollSpec
+from menger.transport.shm import SlotChunks, UnrollBuffers, UnrollSpec, is_observation
 
-__all__ = ["UnrollBuffers", "UnrollSpec"]
+__all__ = ["SlotChunks", "UnrollBuffers", "UnrollSpec", "is_observation"]

@@ -26,7 +26,7 @@ import torch
 from menger.actors import run_actor
 from menger.core import UnrollMeta
 from menger.params import SharedParameters
-from menger.transport.shm import UnrollBuffers, UnrollSpec
+from menger.transport.shm import SlotChunks, UnrollBuffers, UnrollSpec
 
 
 class Superseded(RuntimeError):
@@ -175,6 +175,10 @@ class LocalTransport:
 
     def gather(self, slots: list[int]) -> dict:
         return self.buffers.gather(slots)
+
+    def chunk_store(self) -> SlotChunks:
+        """The replay's chunks: these slots, in shared memory."""
+        return SlotChunks(self.buffers)
 
     def publish(self, policy, version: int) -> None:
         self.params.publish(policy, version)

@@ -9,6 +9,8 @@ The trainer's loop stays as it is; what a call means on Ray::
     publish(version)     -> `menger.params.ray.RayParameterServer`: ray.put once per version, in the learner's store
     actor reads params   -> through its node's ParameterCache: the first actor on a node to need a version makes the
                             cache fetch it (one copy crosses the network per node); the others read the cache's copy
+    replay (apex, sac)   -> the unroll's observations stay on the actor's node, in that node's `ReplayShard`;
+                            only its per-step fields are copied into the learner's slot (`RayChunks`)
     central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) acts through the
                             learner's mailbox instead; the driver's service reads `params.latest()`
 
@@ -23,13 +25,15 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+import numpy as np
 import ray
 import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from menger.actors import make_actor
 from menger.params.ray import GET_TIMEOUT_S, CachedParameters, ParameterCaches, RayParameterServer
-from menger.transport.shm import UnrollBuffers, UnrollSpec
+from menger.transport.shm import UnrollBuffers, UnrollSpec, is_observation
 
 log = logging.getLogger("menger.transport.ray")
 
@@ -61,9 +65,13 @@ class RemoteActor:
         self.actor = make_actor(port=self.port, **actor_kwargs)  # central inference: its RayInferenceClient
 
     def unroll(self, version: int, source: list):
+        """(tag, per-step fields, observations): three objects, so the learner can leave the observations where
+        they are (the replay's shard on this node) and fetch only the small fields."""
         self.port.params.offer(version, source)
         meta = self.actor.unroll(0)
-        return meta, {name: tensor.numpy() for name, tensor in self.port.slot(0).items()}
+        fields = {name: tensor.numpy() for name, tensor in self.port.slot(0).items()}
+        obs = {name: fields.pop(name) for name in list(fields) if is_observation(name)}
+        return meta, fields, obs
 
     def snapshot(self) -> dict:
         return self.actor.snapshot()
@@ -99,7 +107,8 @@ class RayActorHandle:
 class InFlight:
     actor_id: int
     slot: int
-    data_ref: object
+    fields_ref: object
+    obs_ref: object
     submitted_at: float
 
 
@@ -107,6 +116,8 @@ class InFlight:
 class ActorState:
     handle: RayActorHandle
     last_progress: float
+    node_ref: object = None  # where(): answered before its first unroll (Ray runs an actor's calls in order)
+    node: str | None = None
     calls: list = field(default_factory=list)  # meta refs in submission order (Ray runs them in that order)
     lost_an_unroll: bool = False  # a call failed: the unroll it was writing is gone
 
@@ -124,26 +135,30 @@ class RayTransport:
         self.actors: dict[int, ActorState] = {}
         self.in_flight: dict[object, InFlight] = {}
         self.snapshots: dict[object, int] = {}
+        self.chunks: RayChunks | None = None  # the replay's chunks, once a replay coordinator asks for them
         self.final_metrics: dict | None = None  # the figures as of shutdown (Ray may be gone after it)
 
     # ----- actors ---------------------------------------------------------------------------
     def start_actor(self, actor_id: int, actor_kwargs: dict) -> RayActorHandle:
         caches = self.caches.refresh()
+        if self.chunks is not None:
+            self.chunks.forget_nodes_except(set(caches))
         actor = self.launcher.start_actor(RemoteActor, dict(actor_kwargs=actor_kwargs, spec=self.spec, caches=caches))
         now = time.time()
         handle = RayActorHandle(actor, started_at=now)
-        self.actors[actor_id] = ActorState(handle, last_progress=now + self.startup_grace_s)
+        self.actors[actor_id] = ActorState(handle, last_progress=now + self.startup_grace_s,
+                                           node_ref=actor.where.remote())
         return handle
 
     def grant(self, actor_id: int, slot: int) -> bool:
         state = self.actors.get(actor_id)
         if state is None or state.handle.dead:
             return False
-        unroll = state.handle.actor.unroll.options(num_returns=2)
-        meta_ref, data_ref = unroll.remote(self.params.version, [self.params.ref])
+        unroll = state.handle.actor.unroll.options(num_returns=3)
+        meta_ref, fields_ref, obs_ref = unroll.remote(self.params.version, [self.params.ref])
         if not state.calls:
             state.last_progress = max(state.last_progress, time.time())  # idle until now: not silent
-        self.in_flight[meta_ref] = InFlight(actor_id, slot, data_ref, time.time())
+        self.in_flight[meta_ref] = InFlight(actor_id, slot, fields_ref, obs_ref, time.time())
         state.calls.append(meta_ref)
         return True
 
@@ -206,14 +221,20 @@ class RayTransport:
         if state is not None and meta_ref in state.calls:
             state.calls.remove(meta_ref)
         try:
-            meta, data = ray.get([meta_ref, call.data_ref], timeout=GET_TIMEOUT_S)
+            meta, fields = ray.get([meta_ref, call.fields_ref], timeout=GET_TIMEOUT_S)
+            if self.chunks is None:
+                fields.update(ray.get(call.obs_ref, timeout=GET_TIMEOUT_S))
+            elif state is not None and state.node is None:
+                state.node = ray.get(state.node_ref, timeout=GET_TIMEOUT_S)
         except (RayError, GetTimeoutError) as exc:
             if state is not None:
                 state.lost_an_unroll = True
             return self._failed(call.actor_id, exc)
         view = self.buffers.slot(call.slot)
-        for name, array in data.items():
+        for name, array in fields.items():
             view[name].numpy()[...] = array
+        if self.chunks is not None and state is not None:  # the observations stay on the actor's node
+            self.chunks.write(call.slot, call.actor_id, state.node, call.obs_ref)
         if state is not None:
             state.last_progress = time.time()
         return [(call.actor_id, ("unroll", call.slot, meta))]
@@ -241,6 +262,13 @@ class RayTransport:
     def gather(self, slots: list[int]) -> dict:
         return self.buffers.gather(slots)
 
+    def chunk_store(self) -> "RayChunks":
+        """The replay's chunks: the per-step fields in the learner's slots (no observations), and the observations
+        in a `ReplayShard` on the node of the actor that wrote them."""
+        self.buffers = UnrollBuffers(self.spec, self.buffers.num_slots, shared=False, observations=False)
+        self.chunks = RayChunks(self.spec, self.buffers)
+        return self.chunks
+
     def publish(self, policy, version: int) -> None:
         self.params.publish(policy, version)
 
@@ -263,3 +291,241 @@ class RayTransport:
         for actor_id in list(self.actors):
             self.release(actor_id)
         self.caches.kill_all()
+        if self.chunks is not None:
+            self.chunks.kill_all()
+
+
+class ReplayShard:
+    """One node's share of the replay on Ray (pinned there, num_cpus=0): the observations of the chunks its actors
+    wrote, by slot. The learner keeps each item's index entry (slot, t, b, ..., priority, the limiter's counts)
+    and asks a shard only for a batch's observations, so the bulk of the replay never leaves its node until it
+    is sampled."""
+
+    def __init__(self):
+        self.chunks: dict[int, dict[str, np.ndarray]] = {}
+
+    def write(self, slot: int, obs: dict) -> None:
+        self.chunks[slot] = {name: np.array(array) for name, array in obs.items()}  # its own copy, not the store's
+
+    def load(self, chunks: dict) -> None:
+        """Chunks restored from a checkpoint: {slot: {field: array}}."""
+        for slot, obs in chunks.items():
+            self.write(slot, obs)
+
+    def drop(self, slots: list[int]) -> None:
+        for slot in slots:
+            self.chunks.pop(slot, None)
+
+    def gather(self, slot: np.ndarray, t: np.ndarray, b: np.ndarray, boot: np.ndarray) -> dict:
+        """{field: (obs[slot, t, b], obs[slot, boot, b])} for each item, in the order given."""
+        missing = sorted(set(slot.tolist()) - set(self.chunks))
+        if missing:
+            raise KeyError(f"this replay shard holds no chunk for slot(s) {missing}: they were written elsewhere")
+        out = {}
+        for name, first in self.chunks[int(slot[0])].items():
+            obs = np.empty((len(slot), *first.shape[2:]), first.dtype)
+            next_obs = np.empty_like(obs)
+            for s in np.unique(slot):
+                rows = np.flatnonzero(slot == s)
+                chunk = self.chunks[int(s)][name]
+                obs[rows], next_obs[rows] = chunk[t[rows], b[rows]], chunk[boot[rows], b[rows]]
+            out[name] = (obs, next_obs)
+        return out
+
+    def dump(self, slots: list[int]) -> dict:
+        return {slot: self.chunks[slot] for slot in slots if slot in self.chunks}
+
+    def stats(self) -> dict:
+        return {"bytes": sum(a.nbytes for obs in self.chunks.values() for a in obs.values()),
+                "chunks": len(self.chunks)}
+
+
+class RayChunks:
+    """The replay's chunks on Ray (`menger.core.ChunkStore`): per-step fields in the learner, observations in one
+    `ReplayShard` per node, beside the actors that wrote them.
+
+        write(slot, actor, node, obs_ref)   after an unroll's fields are copied: the node's shard takes the
+                                            observations from its own object store (the learner never fetches them)
+        request(slot, t, b, boot)           one `gather` call per node the batch touches, as object references: the
+                                            coordinator asks for the next batch while the learner steps on this one
+        fetch(request)                      the observations; a shard whose node died is forgotten, with its chunks
+                                            (`take_lost`), and the batch goes on with the items still stored
+
+    Replay shard k of the tables is the chunks of the k-th node seen, modulo `replay.shards`, so with as many shards
+    as nodes each node's actors fill their own shard. Every call the learner makes to a shard runs in the order it
+    was made, so a gather always sees the chunk as it was when its items were sampled.
+    """
+
+    prefetch = True
+    fixed_shards = False
+
+    def __init__(self, spec: UnrollSpec, buffers: UnrollBuffers):
+        self.tensors = buffers.tensors
+        self.num_slots = buffers.num_slots
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
+        self.obs_fields = {name: shape_dtype for name, shape_dtype in spec.field_shapes().items()
+                           if is_observation(name)}
+        self.shards: dict[str, object] = {}
+        self.nodes: list[str] = []           # node ids in the order their shard was made: shard k is nodes[k]
+        self.location: dict[int, str] = {}   # slot -> the node whose shard holds its observations
+        self.actor_node: dict[int, str] = {}
+        self.lost: list[int] = []
+        self._asked: list = []
+        self._latest: dict[str, dict] = {}
+        self._final: dict | None = None
+
+    # ----- where chunks live ------------------------------------------------------------------------------------
+    def _shard(self, node_id: str):
+        if node_id not in self.shards:
+            strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+            self.shards[node_id] = ray.remote(ReplayShard).options(
+                num_cpus=0, scheduling_strategy=strategy, max_concurrency=1).remote()
+            if node_id not in self.nodes:
+                self.nodes.append(node_id)
+        return self.shards[node_id]
+
+    def write(self, slot: int, actor_id: int, node_id: str, obs) -> None:
+        old = self.location.get(slot)
+        if old is not None and old != node_id and old in self.shards:
+            self.shards[old].drop.remote([slot])  # the actor moved: its old copy of the slot is stale
+        self._shard(node_id).write.remote(slot, obs)
+        self.location[slot], self.actor_node[actor_id] = node_id, node_id
+
+    def shard_of(self, actor_id: int, shards: int) -> int:
+        node = self.actor_node.get(actor_id)
+        return (self.nodes.index(node) if node in self.nodes else actor_id) % shards
+
+    def forget_nodes_except(self, alive: set[str]) -> None:
+        for node_id in [n for n in self.shards if n not in alive]:
+            self._node_lost(node_id)
+
+    def _node_lost(self, node_id: str) -> None:
+        shard = self.shards.pop(node_id, None)
+        if shard is not None:
+            try:
+                ray.kill(shard)
+            except RayError:
+                pass
+        slots = [slot for slot, node in self.location.items() if node == node_id]
+        for slot in slots:
+            del self.location[slot]
+        self.lost += slots
+        log.warning("the replay shard on node %s is gone with %d chunk(s); training goes on with the others",
+                    node_id[:12], len(slots))
+
+    def take_lost(self) -> list[int]:
+        lost, self.lost = self.lost, []
+        return lost
+
+    # ----- batches ----------------------------------------------------------------------------------------------
+    def request(self, slot: torch.Tensor, t: torch.Tensor, b: torch.Tensor, boot: torch.Tensor):
+        slots = slot.numpy()
+        where = np.array([self.location.get(int(s), "") for s in slots], dtype=object)
+        groups = []
+        for node_id in set(where.tolist()) - {""}:
+            rows = np.flatnonzero(where == node_id)
+            ref = self.shards[node_id].gather.remote(slots[rows], t.numpy()[rows], b.numpy()[rows], boot.numpy()[rows])
+            groups.append((node_id, rows, ref))
+        missing = np.flatnonzero(where == "")
+        return len(slots), groups, missing, sorted(set(slots[missing].tolist()))
+
+    def fetch(self, request) -> tuple:
+        n, groups, missing, missing_slots = request
+        kept = np.ones(n, bool)
+        kept[missing] = False
+        self.lost += missing_slots  # items naming a chunk no shard holds (its node died): forget them too
+        obs = {name: np.zeros((n, *shape[2:]), _numpy_dtype(dtype)) for name, (shape, dtype) in self.obs_fields.items()}
+        next_obs = {name: np.zeros_like(array) for name, array in obs.items()}
+        for node_id, rows, ref in groups:
+            try:
+                part = ray.get(ref, timeout=GET_TIMEOUT_S)
+            except (RayError, GetTimeoutError):
+                self._node_lost(node_id)
+                kept[rows] = False
+                continue
+            for name, (o, no) in part.items():
+                obs[name][rows], next_obs[name][rows] = o, no
+        return _as_obs(obs, kept), _as_obs(next_obs, kept), None if kept.all() else kept
+
+    # ----- checkpoints and metrics --------------------------------------------------------------------------
+    def state(self, slots: list[int]) -> dict[str, torch.Tensor]:
+        """Every field of every slot, in the layout of one host's slots: the observations of `slots` are fetched
+        from their shards (a shard that does not answer is forgotten, with its chunks)."""
+        out = dict(self.tensors)
+        for name, (shape, dtype) in self.obs_fields.items():
+            out[name] = torch.zeros((self.num_slots, *shape), dtype=dtype)
+        by_node: dict[str, list[int]] = {}
+        for slot in slots:
+            if slot in self.location:
+                by_node.setdefault(self.location[slot], []).append(slot)
+        refs = {node_id: self.shards[node_id].dump.remote(held) for node_id, held in by_node.items()}
+        for node_id, ref in refs.items():
+            try:
+                chunks = ray.get(ref, timeout=GET_TIMEOUT_S)
+            except (RayError, GetTimeoutError):
+                self._node_lost(node_id)
+                continue
+            for slot, obs in chunks.items():
+                for name, array in obs.items():
+                    out[name][slot].numpy()[...] = array
+        return out
+
+    def load(self, chunks: dict, slots: list[int]) -> None:
+        """A checkpoint's chunks: the per-step fields here, the observations of `slots` into this node's shard."""
+        for name, tensor in list(self.tensors.items()) + [(n, None) for n in self.obs_fields]:
+            saved = chunks[name]
+            shape = tuple(tensor.shape) if tensor is not None else (self.num_slots, *self.obs_fields[name][0])
+            if tuple(saved.shape) != shape:
+                raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
+                                 f"{shape}: resume with the replay and runtime settings it was saved with")
+            if tensor is not None:
+                tensor.copy_(saved)
+        home = ray.get_runtime_context().get_node_id()
+        restored = {slot: {name: chunks[name][slot].numpy() for name in self.obs_fields} for slot in slots}
+        if restored:
+            ray.get(self._shard(home).load.remote(restored), timeout=GET_TIMEOUT_S)
+        for slot in slots:
+            self.location[slot] = home
+
+    def metrics(self, wait_s: float = 0.0) -> dict:
+        """The observations each node's shard holds, as of its previous answer (or `wait_s` for this one's)."""
+        if self._final is not None:
+            return dict(self._final)
+        if self._asked:
+            ready, _ = ray.wait([ref for _, ref in self._asked], num_returns=len(self._asked), timeout=wait_s)
+            for node_id, ref in self._asked:
+                if ref in ready:
+                    try:
+                        self._latest[node_id] = ray.get(ref, timeout=GET_TIMEOUT_S)
+                    except RayError:
+                        self._latest.pop(node_id, None)
+        self._asked = [(node_id, shard.stats.remote()) for node_id, shard in self.shards.items()]
+        out = {"replay/nodes": len(self.shards)}
+        for node_id, stats in self._latest.items():
+            if node_id in self.shards:
+                out[f"replay/node{self.nodes.index(node_id)}_bytes"] = stats["bytes"]
+        out["replay/shard_bytes"] = sum(v for k, v in out.items() if k.endswith("_bytes"))
+        return out
+
+    def kill_all(self) -> None:
+        """The run is over: the figures as of now stay (the trainer writes its closing record after Ray is gone)."""
+        self.metrics()
+        self._final = self.metrics(wait_s=2.0)
+        for shard in self.shards.values():
+            try:
+                ray.kill(shard)
+            except RayError:
+                pass
+        self.shards.clear()
+
+
+def _numpy_dtype(dtype: torch.dtype):
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
+
+def _as_obs(arrays: dict, kept: np.ndarray):
+    """One observation tensor, or a dict of them (Dict observations, keyed without the `obs.` prefix)."""
+    picked = {name: torch.from_numpy(array if kept.all() else array[kept]) for name, array in arrays.items()}
+    if "obs" in picked:
+        return picked["obs"]
+    return {name[4:]: tensor for name, tensor in picked.items()}

@@ -70,13 +70,21 @@ class UnrollSpec:
         return fields
 
 
-class UnrollBuffers:
-    """`num_slots` unroll slots, shared between processes when `shared` is set."""
+def is_observation(name: str) -> bool:
+    """Whether a slot field holds observations (`obs`, or `obs.KEY` for Dict observations)."""
+    return name == "obs" or name.startswith("obs.")
 
-    def __init__(self, spec: UnrollSpec, num_slots: int, shared: bool = True):
+
+class UnrollBuffers:
+    """`num_slots` unroll slots, shared between processes when `shared` is set; `observations=False` leaves the
+    observation fields out (the Ray replay keeps them on the node of the actor that wrote them)."""
+
+    def __init__(self, spec: UnrollSpec, num_slots: int, shared: bool = True, observations: bool = True):
         self.spec, self.num_slots = spec, num_slots
         self.tensors: dict[str, torch.Tensor] = {}
         for name, (shape, dtype) in spec.field_shapes().items():
+            if not observations and is_observation(name):
+                continue
             tensor = torch.zeros((num_slots, *shape), dtype=dtype)
             self.tensors[name] = tensor.share_memory_() if shared else tensor
 
@@ -105,3 +113,48 @@ class UnrollBuffers:
             else:
                 batch[name] = merged
         return batch
+
+
+class SlotChunks:
+    """The replay's chunks in the transport's own slots (`menger.core.ChunkStore`): in shared memory on one host,
+    so a batch's observations are indexed in place, at once, and nothing is ever lost apart from the process."""
+
+    prefetch = False   # nothing to hide: `request` already holds the observations
+    fixed_shards = True
+
+    def __init__(self, buffers: UnrollBuffers):
+        self.tensors = buffers.tensors
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.tensors.values())
+
+    def shard_of(self, actor_id: int, shards: int) -> int:
+        return actor_id % shards
+
+    def request(self, slot: torch.Tensor, t: torch.Tensor, b: torch.Tensor, boot: torch.Tensor):
+        return self._obs(slot, t, b), self._obs(slot, boot, b)
+
+    def fetch(self, request) -> tuple:
+        obs, next_obs = request
+        return obs, next_obs, None  # None: every item's observations are here
+
+    def _obs(self, slot, t, b):
+        if "obs" in self.tensors:
+            return self.tensors["obs"][slot, t, b]
+        return {name[4:]: v[slot, t, b] for name, v in self.tensors.items() if name.startswith("obs.")}
+
+    def take_lost(self) -> list[int]:
+        return []
+
+    def state(self, slots: list[int]) -> dict[str, torch.Tensor]:
+        """Every field of every slot, as they are (not copied: the caller grants nothing while it saves)."""
+        return dict(self.tensors)
+
+    def load(self, chunks: dict, slots: list[int]) -> None:
+        for name, tensor in self.tensors.items():
+            saved = chunks[name]
+            if tuple(saved.shape) != tuple(tensor.shape):
+                raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
+                                 f"{tuple(tensor.shape)}: resume with the replay and runtime settings it was saved with")
+            tensor.copy_(saved)
+
+    def metrics(self) -> dict:
+        return {}

@@ -10,13 +10,16 @@ from menger.coordinator import FlowControlError
 from menger.coordinator.replay import ReplayCoordinator
 from menger.core import UnrollMeta
 from menger.experiment import ReplayConfig
-from menger.transport import UnrollBuffers, UnrollSpec
+from menger.transport import SlotChunks, UnrollBuffers, UnrollSpec
 
 T, B = 4, 2
 GAMMA = 0.9
 
 
 class FakeTransport:
+    def chunk_store(self):
+        return SlotChunks(self.buffers)
+
     def __init__(self, coordinator, values=True):
         spec = UnrollSpec(gym.spaces.Box(-1e9, 1e9, (1,)), gym.spaces.Discrete(3), T, B, 0, values=values)
         self.buffers = UnrollBuffers(spec, coordinator.num_actors * coordinator.slots_per_actor, shared=False)
@@ -226,3 +229,21 @@ def test_shards_split_the_actors_and_their_memory():
     assert metrics["replay/shards"] == 2
     assert metrics["replay/shard0/size"] == metrics["replay/shard1/size"] == 2 * 2 * T * B
     assert metrics["replay/bytes"] > metrics["replay/index_bytes"] > 0
+
+
+def test_a_shard_whose_limiter_is_shut_does_not_hold_up_another_shards_inserts():
+    """Waiting chunks are committed oldest first within each shard: one shard's shut limiter must not keep
+    another shard below its min_size (where sampling, which needs every shard's part, would wait forever)."""
+    coordinator, transport = make(actors=2, shards=2, samples_per_insert=2.0, min_size=8)
+    for sequence, slot in enumerate(coordinator.slots_of(0), start=1):  # actor 0 writes; nothing samples
+        transport.write(slot)
+        coordinator.accept(slot, UnrollMeta(0, 0, sequence, coordinator.version, T * B))
+        if coordinator.waiting:
+            break
+    assert coordinator.waiting and {w.shard for w in coordinator.waiting} == {0}
+    slot = coordinator.slots_of(1)[0]
+    transport.write(slot)
+    coordinator.accept(slot, UnrollMeta(1, 0, 1, coordinator.version, T * B))
+    assert list(coordinator.ring[1]) == [slot]       # shard 1's chunk went in behind shard 0's waiting one
+    assert coordinator.tables.shard(1).size > 0
+    assert {w.shard for w in coordinator.waiting} == {0}

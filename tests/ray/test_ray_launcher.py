@@ -175,13 +175,66 @@ def test_cartpole_ppo_reaches_475_with_central_inference_on_the_ray_launcher(clu
 
 
 @pytest.mark.slow
-def test_cartpole_apex_learns_from_replay_on_the_ray_launcher(cluster, tmp_path):
-    """Ape-X on Ray: each finished unroll is copied out of the object store into the learner's chunk, and the
-    replay (in the learner's process on Ray, for now) samples from there."""
+def test_cartpole_apex_learns_from_replay_sharded_per_node_on_the_ray_launcher(cluster, tmp_path):
+    """Ape-X on Ray with one replay shard per node: each node's shard holds the observations its actors wrote,
+    the learner holds the index and the per-step fields, and still learns to 475."""
     result = api.train("cartpole-apex", overrides=[*SMALL_RAY_RUN, "runtime.actors=2", "runtime.envs_per_actor=4",
-                                                   "runtime.unroll_length=16", "runtime.seed=1"],
+                                                   "runtime.unroll_length=16", "runtime.seed=1", "replay.shards=2"],
                        run_dir=str(tmp_path / "apex"))
     m = result.final_metrics
-    print({k: v for k, v in m.items() if k.startswith(("time/", "eval/", "replay/size", "replay/bytes"))})
+    print({k: v for k, v in m.items() if k.startswith(("time/", "eval/", "replay/size", "replay/node", "replay/bytes",
+                                                       "replay/shard"))})
     assert result.reached_target, m
     assert m["eval/return_mean"] >= 475 and m["replay/size"] > 0
+    nodes = [k for k in m if k.startswith("replay/node") and k.endswith("_bytes")]
+    assert m["replay/nodes"] == 2 and len(nodes) == 2, m  # SPREAD put one actor on each worker node
+    assert all(m[k] > 0 for k in nodes)
+    per_chunk = 17 * 4 * 4 * 4  # (T + 1) x B x 4 floats of CartPole observations
+    assert sum(m[k] for k in nodes) % per_chunk == 0 and m["replay/shard_bytes"] == sum(m[k] for k in nodes)
+    assert m["replay/shard0/size"] > 0 and m["replay/shard1/size"] > 0, m
+
+def test_a_lost_replay_shard_takes_only_its_chunks_and_training_goes_on(cluster, tmp_path):
+    """A node's replay shard dies (as with its node): the chunks it held leave the tables, the batch that touched
+    it goes on with the other node's items, and the node's actors fill a new shard there."""
+    config = ray_config("runtime.actors=2", "runtime.unroll_length=16", "replay.shards=2", "stop.env_frames=100000000",
+                        "stop.wall_clock_s=600", "stop.target_return=null", "eval.interval_s=60",
+                        preset="cartpole-apex")
+    run = TrainerInThread(config, tmp_path / "shard")
+    chunks = lambda: run.trainer.transport.chunks  # noqa: E731
+    wait_until(lambda: run.updates() >= 20 and chunks() is not None and len(chunks().shards) == 2, 120,
+               "20 updates with a shard on each node")
+    doomed = chunks().nodes[0]
+    held = sum(1 for node in chunks().location.values() if node == doomed)
+    ray.kill(chunks().shards[doomed])
+    updates_at_kill = run.updates()
+    wait_until(lambda: run.trainer.coordinator._lost_chunks > 0, 60, "the lost shard to be noticed")
+    wait_until(lambda: run.updates() >= updates_at_kill + 50 and doomed in chunks().shards, 120,
+               "50 more updates and a new shard on the node")
+    run.trainer.request_stop()
+    metrics = run.join(120).final_metrics
+    print(f"killed the shard on node {doomed[:8]} holding {held} chunks; lost {metrics['replay/chunks_lost']}; "
+          f"updates {updates_at_kill} at the kill, {metrics['learner/updates']} at the end")
+    assert 0 < metrics["replay/chunks_lost"]
+    assert metrics["learner/updates"] >= updates_at_kill + 50
+    assert metrics["replay/nodes"] == 2 and metrics["replay/size"] > 0
+
+
+def test_a_replay_saved_from_the_node_shards_resumes_with_its_chunks(cluster, tmp_path):
+    """The checkpoint fetches each held chunk's observations from its node's shard, in one host's slot layout;
+    a resumed Ray run puts them back in a shard and samples them on."""
+    from menger.checkpoint import CheckpointManager, unflatten_state
+
+    run_dir = tmp_path / "run"
+    first = api.train("cartpole-apex", overrides=[*SMALL_RAY_RUN, "runtime.actors=2", "runtime.unroll_length=16",
+                                                  "replay.shards=2", "replay.min_size=500", "eval.interval_s=0",
+                                                  "stop.env_frames=2000"], run_dir=str(run_dir)).final_metrics
+    checkpoint = CheckpointManager(run_dir / "checkpoints").load_latest()
+    replay = unflatten_state(checkpoint.tensors, checkpoint.metadata)["replay"]
+    held = [slot for ring in replay["ring"] for slot in ring]
+    obs = replay["chunks"]["obs"]
+    assert held and first["replay/nodes"] == 2
+    assert all(obs[slot].abs().sum() > 0 for slot in held)  # every held chunk's observations came back
+    resumed = api.resume(run_dir, overrides=["stop.env_frames=4000"]).final_metrics
+    assert resumed["replay/inserts"] >= first["replay/inserts"] + 1500
+    assert resumed["replay/size"] >= first["replay/size"] and resumed["learner/updates"] > first["learner/updates"]
+    assert resumed["replay/chunks_lost"] == 0  # the restored chunks were found where the learner put them
