@@ -101,6 +101,9 @@ class ApexConfig:
     epsilon_base: float = field(0.4, min=0.0, max=1.0, doc="actor i explores with epsilon_base^(1 + "
                                 "epsilon_alpha * i / (N - 1)); actor 0 with epsilon_base")
     epsilon_alpha: float = field(7.0, min=0.0, doc="the spread of the actors' epsilons (Ape-X: 7)")
+    epsilon_per: Literal["actor", "env"] = field("actor", doc="actor: every env of actor i explores with eps_i "
+                                                 "(Ape-X's actors); env: each of the actors x envs_per_actor "
+                                                 "envs is one of Ape-X's N, so all of them explore differently")
     reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
 
 

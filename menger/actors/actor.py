@@ -193,7 +193,12 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo)
         policy.eval()
         if config.algo == "apex":  # Ape-X: every actor explores with its own epsilon
-            policy.explore(actor_id, config.runtime.actors, config.apex.epsilon_base, config.apex.epsilon_alpha)
+            ap, rt = config.apex, config.runtime
+            if ap.epsilon_per == "env":  # env b of actor i is copy i * B + b of N = actors x B
+                policy.explore([actor_id * rt.envs_per_actor + b for b in range(rt.envs_per_actor)],
+                               rt.actors * rt.envs_per_actor, ap.epsilon_base, ap.epsilon_alpha)
+            else:
+                policy.explore([actor_id] * rt.envs_per_actor, rt.actors, ap.epsilon_base, ap.epsilon_alpha)
         elif config.algo == "sac" and incarnation == 0 and restore is None:
             policy.random_steps = config.sac.random_steps
         actions = None if inference is None else inference.actions_for(actor_id, port.params)

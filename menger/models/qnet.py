@@ -1,7 +1,7 @@
 """Ape-X's network: an encoder, then dueling value and advantage heads (or one Q head), acting epsilon-greedily.
 
     q = QNetwork(obs_space, action_space, hidden=(256, 256), activation="relu")
-    q.explore(actor_id, num_actors, base=0.4, alpha=7)   # actor i: epsilon = 0.4^(1 + 7 i / (N - 1))
+    q.explore([i] * B, N, base=0.4, alpha=7)             # each of its B envs with copy i's 0.4^(1 + 7 i / (N - 1))
     out = q.act(obs, None, generator=g)                   # ActOutput(action, logp=Q(s, a), state, value=max Q(s, .))
 
 Acting returns the value of the action taken (in `logp`'s place: the slot's per-step float) and the greedy
@@ -40,10 +40,11 @@ class QNetwork(nn.Module):
         self.dueling = dueling
         self.advantage = nn.Linear(self.encoder.out_dim, self.num_actions)
         self.value = nn.Linear(self.encoder.out_dim, 1) if dueling else None
-        self.epsilon = 0.0
+        self.epsilon = torch.zeros(1)  # per env of the acting batch (row r explores with epsilon[r % len])
 
-    def explore(self, actor_id: int, num_actors: int, base: float, alpha: float) -> None:
-        self.epsilon = apex_epsilon(actor_id, num_actors, base, alpha)
+    def explore(self, copies: list[int], num_copies: int, base: float, alpha: float) -> None:
+        """Act with Ape-X's epsilon of copy `copies[r]` (of `num_copies`) for row r of each batch."""
+        self.epsilon = torch.tensor([apex_epsilon(i, num_copies, base, alpha) for i in copies])
 
     def initial_state(self, batch: int) -> torch.Tensor:
         return torch.zeros(0)
@@ -64,9 +65,10 @@ class QNetwork(nn.Module):
         q = self.forward(obs)
         greedy = q.argmax(-1)
         action = greedy
-        if not deterministic and self.epsilon > 0:
+        if not deterministic and bool((self.epsilon > 0).any()):
             n = q.shape[0]
-            explore = torch.rand(n, generator=generator) < self.epsilon
+            epsilon = self.epsilon if len(self.epsilon) == n else self.epsilon[torch.arange(n) % len(self.epsilon)]
+            explore = torch.rand(n, generator=generator) < epsilon
             noise = torch.rand(q.shape, generator=generator)
             if self.has_mask:
                 noise = noise.masked_fill(obs[MASK_KEY] < 0.5, -1.0)

@@ -25,7 +25,7 @@ def test_a_q_network_acts_greedily_or_at_random_over_the_legal_actions_only():
     q = build_policy(space, gym.spaces.Discrete(4), ModelConfig(hidden=(16,), activation="relu"), "apex")
     mask = torch.tensor([[0, 1, 0, 1]] * 500, dtype=torch.float32)
     obs = {"x": torch.randn(500, 3), "action_mask": mask}
-    q.explore(0, 1, base=1.0, alpha=7)  # epsilon 1: every action at random
+    q.explore([0], 1, base=1.0, alpha=7)  # epsilon 1: every action at random
     out = q.act(obs, None, generator=torch.Generator().manual_seed(0))
     assert set(out.action.tolist()) == {1, 3}  # never an illegal one, both legal ones
     greedy = q.act(obs, None, deterministic=True)
@@ -90,3 +90,15 @@ def test_a_sac_step_moves_actor_critics_temperature_and_targets():
     twin.load_state_dict(state)
     batch = _batch(64, 3, torch.rand(64, 2) * 2 - 1)
     assert learner.update(batch, 0)["loss"] == twin.update(batch, 0)["loss"]  # the state is all of it
+
+
+def test_each_env_of_an_actor_explores_with_its_own_copys_epsilon():
+    q = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), ModelConfig(hidden=(16,)), "apex")
+    q.explore([0, 1], 2, base=0.5, alpha=7)  # copy 0: 0.5, copy 1: 0.5^8
+    assert torch.allclose(q.epsilon, torch.tensor([0.5, 0.5 ** 8]))
+    obs = torch.randn(4000, 3)
+    greedy = q.act(obs, None, deterministic=True).action
+    out = q.act(obs, None, generator=torch.Generator().manual_seed(0)).action  # rows alternate copies 0, 1
+    differs = (out != greedy).float()
+    assert differs[0::2].mean() == pytest.approx(0.5 * 3 / 4, abs=0.05)   # random 1/2 of the time, 3/4 of it not greedy
+    assert differs[1::2].mean() < 0.02
