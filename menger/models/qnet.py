@@ -63,16 +63,100 @@ class QNetwork(nn.Module):
     def act(self, obs, state: torch.Tensor | None = None, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> ActOutput:
         q = self.forward(obs)
-        greedy = q.argmax(-1)
-        action = greedy
-        if not deterministic and bool((self.epsilon > 0).any()):
-            n = q.shape[0]
-            epsilon = self.epsilon if len(self.epsilon) == n else self.epsilon[torch.arange(n) % len(self.epsilon)]
-            explore = torch.rand(n, generator=generator) < epsilon
-            noise = torch.rand(q.shape, generator=generator)
-            if self.has_mask:
-                noise = noise.masked_fill(obs[MASK_KEY] < 0.5, -1.0)
-            action = torch.where(explore, noise.argmax(-1), greedy)  # uniform over the legal actions
+        action = self._epsilon_greedy(q, obs, deterministic, generator)
         q_taken = q.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         return ActOutput(action, q_taken, state, q.max(-1).values)
 
+    def _epsilon_greedy(self, q: torch.Tensor, obs, deterministic: bool, generator) -> torch.Tensor:
+        greedy = q.argmax(-1)
+        if deterministic or not bool((self.epsilon > 0).any()):
+            return greedy
+        n = q.shape[0]
+        epsilon = self.epsilon if len(self.epsilon) == n else self.epsilon[torch.arange(n) % len(self.epsilon)]
+        explore = torch.rand(n, generator=generator) < epsilon
+        noise = torch.rand(q.shape, generator=generator)
+        if self.has_mask:
+            noise = noise.masked_fill(obs[MASK_KEY] < 0.5, -1.0)
+        return torch.where(explore, noise.argmax(-1), greedy)  # uniform over the legal actions
+
+
+
+class RecurrentQNetwork(QNetwork):
+    """R2D2's network: the encoder, an LSTM core, then the dueling heads; acts one step at a time with its state,
+    and is unrolled over stored sequences by the learner (burn-in first, without gradient)::
+
+        state = q.initial_state(B)                              # [2, B, H]: (h, c), zeros at an episode start
+        out = q.act(obs, state, generator=g)                    # out.state: the state after this step
+        with torch.no_grad():
+            start = q.burn_in(obs[:K], stored_state, dones[:K]) # the state at step K of a replayed sequence
+        values, _ = q.unroll(obs[K:], start, dones[K:])         # [L - K, B, A], with gradient
+
+    `dones[t]` says the episode ended at step t: the state is zeroed before step t + 1, as the actor does.
+    """
+
+    def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, lstm_size: int, encoder: str = "auto",
+                 hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True):
+        super().__init__(obs_space, action_space, encoder=encoder, hidden=hidden, activation=activation,
+                         dueling=dueling)
+        if lstm_size < 1:
+            raise ValueError(f"a recurrent Q network needs model.lstm_size >= 1, got {lstm_size}")
+        self.lstm_size = lstm_size
+        self.core = nn.LSTMCell(self.encoder.out_dim, lstm_size)
+        self.advantage = nn.Linear(lstm_size, self.num_actions)
+        self.value = nn.Linear(lstm_size, 1) if dueling else None
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        return torch.zeros(2, batch, self.lstm_size)
+
+    def _q(self, obs, features: torch.Tensor) -> torch.Tensor:
+        q = self.advantage(features)
+        if self.value is not None:
+            q = dueling(self.value(features), q)
+        if self.has_mask:
+            q = q.masked_fill(obs[MASK_KEY] < 0.5, MASKED_LOGIT)
+        return q
+
+    def step(self, obs, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step: (Q(s, .) [N, A], the next state [2, N, H])."""
+        h, c = self.core(self.encoder(obs), (state[0], state[1]))
+        return self._q(obs, h), torch.stack([h, c])
+
+    def forward(self, obs, state: torch.Tensor | None = None) -> torch.Tensor:
+        batch = (next(iter(obs.values())) if isinstance(obs, dict) else obs).shape[0]
+        return self.step(obs, self.initial_state(batch) if state is None else state)[0]
+
+    @torch.no_grad()
+    def act(self, obs, state: torch.Tensor | None = None, *, deterministic: bool = False,
+            generator: torch.Generator | None = None) -> ActOutput:
+        batch = (next(iter(obs.values())) if isinstance(obs, dict) else obs).shape[0]
+        q, state = self.step(obs, self.initial_state(batch) if state is None or state.numel() == 0 else state)
+        action = self._epsilon_greedy(q, obs, deterministic, generator)
+        return ActOutput(action, q.gather(-1, action.unsqueeze(-1)).squeeze(-1), state, q.max(-1).values)
+
+    def unroll(self, obs, state: torch.Tensor, dones: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q over L steps [L, B, A] from `state`, obs [L, B, ...], dones [L, B]; and the state after the last."""
+        steps = dones.shape[0]
+        features = self.encoder(_flatten(obs)).view(steps, dones.shape[1], -1)
+        h, c = state[0], state[1]
+        hs = []
+        for t in range(steps):
+            h, c = self.core(features[t], (h, c))
+            hs.append(h)
+            keep = (1.0 - dones[t].float()).unsqueeze(-1)
+            h, c = h * keep, c * keep
+        q = self._q(_flatten(obs), torch.stack(hs).flatten(0, 1))
+        return q.view(steps, dones.shape[1], -1), torch.stack([h, c])
+
+    @torch.no_grad()
+    def burn_in(self, obs, state: torch.Tensor, dones: torch.Tensor) -> torch.Tensor:
+        """The state after unrolling `dones.shape[0]` steps from `state` with no gradient (R2D2's burn-in: the
+        stored state is stale, a few steps of the current network refresh it)."""
+        if dones.shape[0] == 0:
+            return state
+        return self.unroll(obs, state, dones)[1]
+
+
+def _flatten(obs):
+    if isinstance(obs, dict):
+        return {k: v.flatten(0, 1) for k, v in obs.items()}
+    return obs.flatten(0, 1)
