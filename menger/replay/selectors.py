@@ -268,6 +268,8 @@ class OrderLog:
                 return rows
         rows = self.oldest(n)
         self.remove(rows)
+        if len(rows):  # every position up to the last one taken is a hole now: the next pop starts after it
+            self._tail = max(self._tail, int(self._position[rows[-1]]) + 1)
         return rows
 
     def newest(self, n: int) -> np.ndarray:
