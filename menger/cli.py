@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME)")
     train.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display "
                        "(also what a log file or a pipe gets)")
+    train.add_argument("--supervise", type=int, nargs="?", const=3, metavar="RESTARTS",
+                       help="train in a child process and, if it dies (killed by a signal: SIGKILL, the OOM killer, "
+                       "a segfault), resume it from its newest checkpoint, up to RESTARTS times (default 3)")
 
     res = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
     res.add_argument("run_dir")
@@ -107,13 +110,18 @@ def _finish(result, config, stopper=None) -> int:
     return 0
 
 
-def cmd_train(args) -> int:
+def cmd_train(args, argv: list[str] | None = None) -> int:
     from menger import api
     from menger.experiment import load_experiment
     from menger.runtime import StopOnSignals
 
     config = load_experiment(args.experiment, _train_overrides(args))  # validates everything before starting
     run_dir = Path(args.run_dir) if args.run_dir else api.default_run_dir(config)
+    if args.supervise is not None:
+        from menger.supervise import supervise
+
+        return supervise(_child_train_argv((argv or [])[1:], run_dir), run_dir, restarts=args.supervise,
+                         no_progress=args.no_progress)
     print(f"training {config.name} ({config.algo}, {config.coordination}, {config.runtime.launcher} launcher, "
           f"{config.runtime.actors} actors x {config.runtime.envs_per_actor} envs) -> {run_dir}")
     stopper = StopOnSignals()
@@ -123,6 +131,27 @@ def cmd_train(args) -> int:
     finally:
         stopper.restore()
     return _finish(result, config, stopper)
+
+
+def _child_train_argv(argv: list[str], run_dir: Path) -> list[str]:
+    """This command line without --supervise (and its count), with the run directory fixed."""
+    out, skip = [], False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == "--supervise":
+            skip = i + 1 < len(argv) and argv[i + 1].isdigit()
+            continue
+        if arg.startswith("--supervise="):
+            continue
+        if arg == "--run-dir":
+            skip = True
+            continue
+        if arg.startswith("--run-dir="):
+            continue
+        out.append(arg)
+    return [*out, "--run-dir", str(run_dir)]
 
 
 def cmd_resume(args) -> int:
@@ -198,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     from menger.runtime import NoActorsError
 
     try:
+        if args.command == "train":
+            return cmd_train(args, argv)
         return COMMANDS[args.command](args)
     except ConfigError as exc:
         print(f"menger: config error: {exc}", file=sys.stderr)

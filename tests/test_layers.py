@@ -48,7 +48,8 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool.
     (5, "api", ("menger.api", "menger.tune", "menger.evaluate")),  # tune: planned
     (6, "apps", ("menger.apps",)),
-    (7, "cli", ("menger.cli",)),
+    # supervise (`menger train --supervise`) runs the command line itself as a child process.
+    (7, "cli", ("menger.cli", "menger.supervise")),
 )
 
 # What the package's own __init__.py may import: it is imported by everything (and by every Ray worker),
