@@ -140,7 +140,8 @@ class ReplayConfig:
     error_buffer: float = field(0.0, min=0.0, doc="how far samples may run ahead of or behind the ratio, in "
                                 "samples; 0 = two learner batches plus two unrolls' worth")
     min_size: int = field(1_000, min=1, doc="items in the replay before the first sample")
-    shards: int = field(1, min=1, doc="independent replay shards; actor i writes into shard i % shards (on Ray: node k's actors into k % shards)")
+    shards: int = field(1, min=1, doc="independent replay shards; actor i writes into shard i % shards (on Ray: "
+                        "node k's actors into k % shards)")
     publish_every: int = field(1, min=1, doc="updates between parameter publishes to the actors (Ape-X's actors "
                                "copy new parameters every 400 steps or so; each publish costs a copy)")
     lockstep: bool = field(False, doc="one unroll, then exactly the updates it pays for, in turn: deterministic "

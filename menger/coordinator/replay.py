@@ -1,9 +1,10 @@
 """Replay coordination (Ape-X DQN, SAC): unrolls become replay items in place; batches are sampled from replay.
 
 The actors' unroll slots *are* the replay's storage (where they live is the transport's `ChunkStore`: shared
-memory on one host; on Ray the per-step fields here and the observations in a shard on each actor's node). Each actor owns a ring of slots (chunks); a replay
-item is a reference (slot, t, b, bootstrap step, n-step reward sum, discount product) into a chunk, kept in a
-`menger.replay.Table` (one per shard) with its priority. Only slot numbers and tags cross processes::
+memory on one host; on Ray the per-step fields here and the observations in a shard on each actor's node).
+Each actor owns a ring of slots (chunks); a replay item is a reference (slot, t, b, bootstrap step, n-step reward
+sum, discount product) into a chunk, kept in a `menger.replay.Table` (one per shard) with its priority. Only
+slot numbers and tags cross processes::
 
     grant(actor, slot)       the actor's oldest chunk: its items are deleted from the table first, so nothing can
                              sample a chunk while it is rewritten (an actor killed mid-write leaves no item)
@@ -19,8 +20,8 @@ Back-pressure is Reverb's: an actor gets a new chunk only when its shard's limit
 wrote still waits to go in, so the limiter's samples per insert hold however fast the actors are.
 
 A chunk is evicted whole (its actor's oldest), so the replay holds the newest `max_size` items, give or take an
-unroll. Sharding: actor i writes into shard i % shards (on Ray: its node's); the learner samples across shards in proportion to their
-priority mass (`menger.replay.ShardedTables`).
+unroll. Sharding: actor i writes into shard i % shards (on Ray: its node's); the learner samples across shards in
+proportion to their priority mass (`menger.replay.ShardedTables`).
 
 `replay.lockstep`: one chunk at a time, in actor order, and after each the updates the limiter admits, before
 the next grant goes out (and only after the update is published). Everything is then a function of the seeds,

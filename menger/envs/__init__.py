@@ -6,7 +6,8 @@
     result = env.step(actions)   # StepResult(obs, reward, terminated, truncated, valid)
 
 See ``menger.envs.vector`` for the interface and its autoreset rules, ``menger.envs.faults`` for what
-happens to broken envs, ``menger.envs.sanity`` for tiny envs that learn in seconds, and ``menger.envs.memory`` for tasks that need memory.
+happens to broken envs, ``menger.envs.sanity`` for tiny envs that learn in seconds, and ``menger.envs.memory``
+for tasks that need memory.
 """
 
 from menger.envs.faults import EnvError, FaultPolicy, NonFiniteValueError, UnknownEnvError
