@@ -51,7 +51,10 @@ class QNetwork(nn.Module):
 
     def forward(self, obs) -> torch.Tensor:
         """Q(s, .) [N, A]; illegal actions (an `action_mask` entry) get a value no legal one can lose to."""
-        features = self.encoder(obs)
+        return self._q(obs, self.encoder(obs))
+
+    def _q(self, obs, features: torch.Tensor) -> torch.Tensor:
+        """The heads on `features`: dueling (or plain) Q values, illegal actions masked."""
         q = self.advantage(features)
         if self.value is not None:
             q = dueling(self.value(features), q)
@@ -107,14 +110,6 @@ class RecurrentQNetwork(QNetwork):
 
     def initial_state(self, batch: int) -> torch.Tensor:
         return torch.zeros(2, batch, self.lstm_size)
-
-    def _q(self, obs, features: torch.Tensor) -> torch.Tensor:
-        q = self.advantage(features)
-        if self.value is not None:
-            q = dueling(self.value(features), q)
-        if self.has_mask:
-            q = q.masked_fill(obs[MASK_KEY] < 0.5, MASKED_LOGIT)
-        return q
 
     def step(self, obs, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step: (Q(s, .) [N, A], the next state [2, N, H])."""
