@@ -69,7 +69,10 @@ def supervise(train_argv: list[str], run_dir: Path, *, restarts: int, no_progres
             _record(run_dir, event="exit", code=code, restart=restarted)
             if code >= 0 or stop_asked:
                 return code if code >= 0 else 128 - code
-            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else f"signal {-code}"
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
             if restarted >= restarts:
                 print(f"menger: the learner died ({name}) and --supervise {restarts} restarts are used up; resume "
                       f"by hand with: menger resume {run_dir}", file=sys.stderr, flush=True)

@@ -33,7 +33,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from menger.actors import make_actor
 from menger.params.ray import GET_TIMEOUT_S, CachedParameters, ParameterCaches, RayParameterServer
-from menger.transport.shm import UnrollBuffers, UnrollSpec, is_observation
+from menger.transport.shm import UnrollBuffers, UnrollSpec, check_saved_chunks, is_observation
 
 log = logging.getLogger("menger.transport.ray")
 
@@ -472,14 +472,10 @@ class RayChunks:
 
     def load(self, chunks: dict, slots: list[int]) -> None:
         """A checkpoint's chunks: the per-step fields here, the observations of `slots` into this node's shard."""
-        for name, tensor in list(self.tensors.items()) + [(n, None) for n in self.obs_fields]:
-            saved = chunks[name]
-            shape = tuple(tensor.shape) if tensor is not None else (self.num_slots, *self.obs_fields[name][0])
-            if tuple(saved.shape) != shape:
-                raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
-                                 f"{shape}: resume with the replay and runtime settings it was saved with")
-            if tensor is not None:
-                tensor.copy_(saved)
+        for name, tensor in self.tensors.items():
+            tensor.copy_(check_saved_chunks(chunks, name, tuple(tensor.shape)))
+        for name, (shape, _) in self.obs_fields.items():
+            check_saved_chunks(chunks, name, (self.num_slots, *shape))
         home = ray.get_runtime_context().get_node_id()
         restored = {slot: {name: chunks[name][slot].numpy() for name in self.obs_fields} for slot in slots}
         if restored:

@@ -115,6 +115,15 @@ class UnrollBuffers:
         return batch
 
 
+def check_saved_chunks(chunks: dict, name: str, shape: tuple) -> "torch.Tensor":
+    """A checkpoint's replay chunks of field `name`, refused unless they have this run's `shape`."""
+    saved = chunks[name]
+    if tuple(saved.shape) != shape:
+        raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
+                         f"{shape}: resume with the replay and runtime settings it was saved with")
+    return saved
+
+
 class SlotChunks:
     """The replay's chunks in the transport's own slots (`menger.core.ChunkStore`): in shared memory on one host,
     so a batch's observations are indexed in place, at once, and nothing is ever lost apart from the process."""
@@ -150,11 +159,7 @@ class SlotChunks:
 
     def load(self, chunks: dict, slots: list[int]) -> None:
         for name, tensor in self.tensors.items():
-            saved = chunks[name]
-            if tuple(saved.shape) != tuple(tensor.shape):
-                raise ValueError(f"the checkpoint's replay chunks {name} have shape {tuple(saved.shape)}, this run's "
-                                 f"{tuple(tensor.shape)}: resume with the replay and runtime settings it was saved with")
-            tensor.copy_(saved)
+            tensor.copy_(check_saved_chunks(chunks, name, tuple(tensor.shape)))
 
     def metrics(self) -> dict:
         return {}

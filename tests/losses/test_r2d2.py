@@ -26,26 +26,19 @@ def _sequences(seed: int, steps: int = 12, batch: int = 5, actions: int = 3, gam
 
 
 def _reference_targets(q_online, q_target, r, d, valid, n, eps):
+    """Ape-X's reference windows over the sequence, each bootstrapped from the observation it ends at."""
     steps, batch = r.shape
     y, mask = np.zeros((steps, batch)), np.zeros((steps, batch))
-    for b in range(batch):
-        for t in range(steps):
-            if not valid[t, b]:
-                continue
-            R, D, k = 0.0, 1.0, 0
-            while k < n and t + k < steps and valid[t + k, b]:
-                R += D * r[t + k, b]
-                D *= d[t + k, b]
-                k += 1
-                if d[t + k - 1, b] == 0:
-                    break
-            s = t + k
-            q = q_target[s, b, reference.argmax(q_online[s, b])]
-            if eps is None:
-                y[t, b] = R + (D * q if D != 0 else 0.0)
-            else:
-                y[t, b] = reference.h(R + (D * reference.h_inverse(q, eps) if D != 0 else 0.0), eps)
-            mask[t, b] = 1.0
+    index = np.arange((steps + 1) * batch).reshape(steps + 1, batch)
+    for item in reference.n_step_items(index, np.zeros((steps, batch)), r, d, valid, n):
+        t, b, R, D = item["t"], item["b"], item["R"], item["D"]
+        s = t + item["m"]
+        q = q_target[s, b, reference.argmax(q_online[s, b])]
+        if eps is None:
+            y[t, b] = R + (D * q if D != 0 else 0.0)
+        else:
+            y[t, b] = reference.h(R + (D * reference.h_inverse(q, eps) if D != 0 else 0.0), eps)
+        mask[t, b] = 1.0
     return y, mask
 
 
