@@ -174,8 +174,8 @@ class ChunkStore(Protocol):
     made of) and each node keeps the observations its actors wrote, in a replay shard beside them::
 
         store.tensors["rewards"][slot]                       # [slots, T, B] per-step fields, in the learner
-        request = store.request(slot, t, b, boot)            # start gathering obs[t] and obs[boot] of each item
-        obs, next_obs, kept = store.fetch(request)           # kept: bool mask of items still stored (None: all)
+        request = store.request(slot, steps, b)              # start gathering obs[slot, steps[i, k], b] [N, K]
+        obs, kept = store.fetch(request)                     # [N, K, ...]; kept: items still stored (None: all)
         for slot in store.take_lost(): ...                   # chunks whose node is gone since the last call
         store.shard_of(actor_id, shards)                     # the replay shard an actor's chunks go into
 
@@ -190,7 +190,7 @@ class ChunkStore(Protocol):
 
     def shard_of(self, actor_id: int, shards: int) -> int: ...
 
-    def request(self, slot, t, b, boot) -> Any: ...
+    def request(self, slot, steps, b) -> Any: ...
 
     def fetch(self, request) -> tuple: ...
 

@@ -108,6 +108,39 @@ class ApexConfig:
 
 
 @dataclass(frozen=True)
+class R2D2Config(ApexConfig):
+    """R2D2 (Kapturowski et al. 2019): Ape-X with an LSTM core (model.lstm_size), learned from replayed sequences
+    that carry the recurrent state the actor had at their first step, with a burn-in and rescaled values.
+
+    A sequence is `sequence_length` steps of one env cut from one unroll, every `period` steps: it starts at
+    t = 0, period, 2 period, ... and the unroll holds runtime.unroll_length = sequence_length + k * period steps.
+    The first `burn_in` steps of a sequence only refresh the stored state (no loss, no gradient), except in an
+    unroll's first sequence, which nothing stored precedes: it learns from every step."""
+
+    lr: float = field(1e-4, min=0.0, doc="Adam learning rate")
+    adam_eps: float = field(1e-3, min=0.0, doc="Adam epsilon")
+    gamma: float = field(0.997, min=0.0, max=1.0, doc="discount")
+    n_step: int = field(5, min=1, doc="n of the n-step returns (cut at episode ends and at the sequence's end)")
+    loss: Literal["huber", "mse"] = field("mse", doc="TD loss (R2D2: squared error on rescaled values)")
+    sequence_length: int = field(80, min=2, doc="steps in a replayed sequence, its burn-in included")
+    period: int = field(40, min=1, doc="steps between the starts of consecutive sequences of an unroll (they "
+                        "overlap by sequence_length - period)")
+    burn_in: int = field(40, min=0, doc="steps unrolled from the stored state without gradient before the loss")
+    priority_eta: float = field(0.9, min=0.0, max=1.0, doc="a sequence's priority: eta * max |TD| + (1 - eta) * "
+                                "mean |TD|")
+    value_rescaling: bool = field(True, doc="learn h(Q) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + 1e-3 x")
+
+    def __post_init__(self):
+        if self.burn_in >= self.sequence_length:
+            raise ConfigError(f"r2d2.burn_in={self.burn_in} leaves nothing to learn from in a sequence of "
+                              f"r2d2.sequence_length={self.sequence_length} steps; make the burn-in shorter")
+
+    def starts(self, unroll_length: int) -> range:
+        """The first steps of the sequences cut from an unroll."""
+        return range(0, unroll_length - self.sequence_length + 1, self.period)
+
+
+@dataclass(frozen=True)
 class SACConfig:
     """Soft actor-critic (Haarnoja et al. 2018) for Box actions: twin critics, target critics, learned alpha."""
 
@@ -128,9 +161,9 @@ class SACConfig:
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """The replay between actors and learner (apex, sac): its size, sampler, rate limiter and batches."""
+    """The replay between actors and learner (apex, r2d2, sac): its size, sampler, rate limiter and batches."""
 
-    max_size: int = field(100_000, min=1, doc="items (transitions) the replay holds; the oldest chunks go first")
+    max_size: int = field(100_000, min=1, doc="items the replay holds (transitions; r2d2: sequences); the oldest chunks go first")
     sampler: Literal["prioritized", "uniform"] = field("prioritized", doc="how the learner samples")
     alpha: float = field(0.6, min=0.0, doc="prioritized: sampling probability ~ priority^alpha")
     beta: float = field(0.4, min=0.0, doc="prioritized: importance-weight exponent")
@@ -153,7 +186,7 @@ class EvalConfig:
     """A deterministic evaluation during training on its own envs (greedy for apex, the mean action for sac)."""
 
     interval_s: Optional[float] = field(None, min=0.0, doc="seconds of training between evaluations; None = 5 for "
-                                        "apex and sac, off for on-policy algorithms; 0 = off")
+                                        "apex, r2d2 and sac, off for on-policy algorithms; 0 = off")
     episodes: int = field(10, min=1, doc="episodes per evaluation (run side by side, one env each)")
     max_steps: int = field(100_000, min=1, doc="steps per evaluation before it gives up on unfinished episodes")
     seed: int = field(10_000, doc="seed of the evaluation envs (the same episodes every evaluation)")
@@ -176,7 +209,7 @@ class CoordinationConfig:
     mode: Literal["auto", "sync", "async", "replay"] = field(
         "auto", doc="sync: every unroll of an update acted with the newest params; async: actors never wait on the "
         "learner; replay: unrolls go into the replay, batches are sampled from it. auto: sync for ppo, async for "
-        "impala/appo, replay for apex/sac")
+        "impala/appo, replay for apex/r2d2/sac")
     max_policy_lag: int = field(8, min=0, doc="async: unrolls older than this many versions are dropped and counted")
     slots_per_actor: int = field(2, min=1, doc="async, replay: unroll slots in flight per actor (back-pressure bound)")
     batch_unrolls: int = field(0, min=0, doc="async: unrolls per learner batch; 0 = one per actor")
@@ -286,15 +319,17 @@ class LogConfig:
 @dataclass(frozen=True)
 class ExperimentConfig:
     name: str = field("experiment", doc="name of the experiment (used in run directory names)")
-    algo: Literal["ppo", "impala", "appo", "apex", "sac"] = field(
-        "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), apex (Ape-X DQN), sac (soft actor-critic)")
+    algo: Literal["ppo", "impala", "appo", "apex", "r2d2", "sac"] = field(
+        "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), apex (Ape-X DQN), r2d2 (recurrent "
+        "Ape-X from replayed sequences), sac (soft actor-critic)")
     env: EnvConfig = field(default_factory=EnvConfig, doc="the environment")
     model: ModelConfig = field(default_factory=ModelConfig, doc="the network")
     ppo: PPOConfig = field(default_factory=PPOConfig, doc="PPO settings (algo: ppo)")
     vtrace: VTraceConfig = field(default_factory=VTraceConfig, doc="IMPALA/APPO settings")
     apex: ApexConfig = field(default_factory=ApexConfig, doc="Ape-X DQN settings (algo: apex)")
+    r2d2: R2D2Config = field(default_factory=R2D2Config, doc="R2D2 settings (algo: r2d2)")
     sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
-    replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, sac)")
+    replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, r2d2, sac)")
     eval: EvalConfig = field(default_factory=EvalConfig, doc="deterministic evaluation during training")
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig, doc="actors, coordination, devices, liveness")
     stop: StopConfig = field(default_factory=lambda: StopConfig(env_frames=1_000_000), doc="when to stop")
@@ -306,7 +341,7 @@ class ExperimentConfig:
         off_policy = self.algo in OFF_POLICY
         if off_policy != (self.coordination == "replay"):
             raise ConfigError(f"runtime.coordination.mode={self.runtime.coordination.mode!r} does not fit algo="
-                              f"{self.algo!r}: apex and sac learn from replay (mode replay or auto), ppo, impala "
+                              f"{self.algo!r}: apex, r2d2 and sac learn from replay (mode replay or auto), ppo, impala "
                               "and appo from unrolls as they come (sync, async or auto)")
         if off_policy:
             self._check_off_policy()
@@ -329,11 +364,29 @@ class ExperimentConfig:
         if rt.inference.mode == "central":
             problems.append(f"runtime.inference.mode=central: {self.algo}'s actors act on their cached parameters; "
                             "use runtime.inference.mode=local")
-        if self.model.lstm_size or self.model.network:
-            problems.append(f"model.lstm_size / model.network: {self.algo} builds its own feed-forward networks "
-                            "from model.encoder and model.hidden; unset them")
+        if self.model.network:
+            problems.append(f"model.network: {self.algo} builds its own networks from model.encoder, model.hidden "
+                            "and model.lstm_size; unset it")
+        if self.algo == "r2d2":
+            problems += self._r2d2_problems()
+        elif self.model.lstm_size:
+            problems.append(f"model.lstm_size={self.model.lstm_size}: {self.algo} builds feed-forward networks; "
+                            "unset it, or use algo r2d2 for a recurrent Q network")
         if problems:
             raise ConfigError(problems)
+
+    def _r2d2_problems(self) -> list[str]:
+        r2, steps = self.r2d2, self.runtime.unroll_length
+        problems = []
+        if self.model.lstm_size < 1:
+            problems.append("model.lstm_size=0: r2d2 needs an LSTM core; set e.g. model.lstm_size=128")
+        if steps < r2.sequence_length or (steps - r2.sequence_length) % r2.period:
+            fits = r2.sequence_length + max(0, -(-(steps - r2.sequence_length) // r2.period)) * r2.period
+            problems.append(f"runtime.unroll_length={steps} does not cut into sequences of r2d2.sequence_length="
+                            f"{r2.sequence_length} every r2d2.period={r2.period} steps without leaving steps out; "
+                            f"use runtime.unroll_length={r2.sequence_length} + k * {r2.period} "
+                            f"(e.g. {fits})")
+        return problems
 
     @property
     def coordination(self) -> str:
@@ -361,7 +414,7 @@ class ExperimentConfig:
         return unrolls * rt.envs_per_actor
 
 
-OFF_POLICY = ("apex", "sac")  # the algorithms that learn from replay
+OFF_POLICY = ("apex", "r2d2", "sac")  # the algorithms that learn from replay
 
 
 def preset_dir() -> Path:

@@ -34,10 +34,13 @@ from menger.models import build_policy
 class Actor:
     def __init__(self, actor_id: int, incarnation: int, envs, policy, port: ActorPort, *, unroll_length: int,
                  seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None,
-                 actions: ActionSource | None = None):
+                 actions: ActionSource | None = None, sequence_period: int = 0):
+        """`sequence_period` (r2d2): the recurrent state at every this many steps of an unroll goes into its slot's
+        `core_states`, the stored state of the sequence that starts there."""
         self.actor_id, self.incarnation = actor_id, incarnation
         self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
+        self.sequence_period = sequence_period
         self.learner_timeout_s = learner_timeout_s
         self.num_envs = envs.num_envs
         self.generator = torch.Generator().manual_seed(seed)
@@ -73,19 +76,27 @@ class Actor:
         view = self.slots[slot]
         obs_views = _obs_views(view)
         _write_obs(obs_views, 0, self.obs)
-        if self.state.numel():
+        recurrent = bool(self.state.numel())
+        if recurrent:
             view["core_state"].copy_(self.state)
+        stored = view.get("core_states")  # r2d2: the state at each sequence's first step
+        restarts = view["restarts"].numpy() if "restarts" in view else None
         actions, logp, rewards = view["actions"].numpy(), view["logp"].numpy(), view["rewards"].numpy()
         dones, valid = view["dones"].numpy(), view["valid"].numpy()
         values = view["values"].numpy() if "values" in view else None  # apex: greedy values for priorities
         terminated = view["terminated"].numpy() if "terminated" in view else None  # replay: not truncations
         truncation_ends = getattr(self.envs, "autoreset_mode", None) != AutoresetMode.NEXT_STEP  # no last obs to bootstrap
+        # Where the recurrent state restarts: after an episode's end, where the next observation is the new
+        # episode's first; with NEXT_STEP autoreset that is after the (invalid) reset step, so the episode's last
+        # observation is still seen with its own state (what a truncation bootstraps from).
         low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
         faulty = 0  # episodes a fault ended: counted, kept out of the returns and the stop rule
         for t in range(self.unroll_length):
-            out = self.actions.act(_obs_input(obs_views, t), self.state if self.state.numel() else None)
+            if stored is not None and t % self.sequence_period == 0 and t // self.sequence_period < len(stored):
+                stored[t // self.sequence_period].copy_(self.state)
+            out = self.actions.act(_obs_input(obs_views, t), self.state if recurrent else None)
             action = out.action.numpy()
             result = self.envs.step(np.clip(action, low, high) if self.box_actions else action)
             self.port.beat(self.actor_id, (t + 1) * self.num_envs)  # before writing: the fence for stale actors
@@ -118,11 +129,15 @@ class Actor:
                 faulty += int(cut.sum())
                 self.episode_return[cut] = 0.0
                 self.episode_length[cut] = 0
-            if out.state is not None and self.state.numel():
-                self.state = out.state * torch.from_numpy(1.0 - dones[t]).float().unsqueeze(-1)
+            if out.state is not None and recurrent:
+                restart = dones[t] if truncation_ends else 1.0 - valid[t]
+                if restarts is not None:
+                    restarts[t] = restart
+                self.state = out.state * torch.from_numpy(1.0 - restart).float().unsqueeze(-1)
             self.obs = result.obs
         if values is not None:  # the value of the state after the last step, for the last windows' priorities
-            values[self.unroll_length] = self.actions.act(_obs_input(obs_views, self.unroll_length), None).value.numpy()
+            last = self.actions.act(_obs_input(obs_views, self.unroll_length), self.state if recurrent else None)
+            values[self.unroll_length] = last.value.numpy()
         self.port.beat(self.actor_id, 0)
         self.sequence += 1
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
@@ -192,8 +207,8 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo)
         policy.eval()
-        if config.algo == "apex":  # Ape-X: every actor explores with its own epsilon
-            ap, rt = config.apex, config.runtime
+        if config.algo in ("apex", "r2d2"):  # Ape-X: every actor explores with its own epsilon
+            ap, rt = getattr(config, config.algo), config.runtime
             if ap.epsilon_per == "env":  # env b of actor i is copy i * B + b of N = actors x B
                 policy.explore([actor_id * rt.envs_per_actor + b for b in range(rt.envs_per_actor)],
                                rt.actors * rt.envs_per_actor, ap.epsilon_base, ap.epsilon_alpha)
@@ -203,7 +218,8 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
             policy.random_steps = config.sac.random_steps
         actions = None if inference is None else inference.actions_for(actor_id, port.params)
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
-                     seed=seed, restore=restore, actions=actions)
+                     seed=seed, restore=restore, actions=actions,
+                     sequence_period=config.r2d2.period if config.algo == "r2d2" else 0)
     except BaseException:
         envs.close()
         raise

@@ -7,6 +7,8 @@
                          than `max_policy_lag` are dropped
     replay (Ape-X, SAC)  `ReplayCoordinator`: each actor's ring of slots is the replay's storage; accepted unrolls
                          become n-step items in a rate-limited table, batches are samples of it
+    replay (R2D2)        `SequenceReplayCoordinator`: the same, with overlapping sequences and their stored
+                         recurrent states for items
 
 Both check their flow-control arithmetic when built (`FlowControlError`), as Reverb's rate limiters refuse a
 configuration that would deadlock.
@@ -21,6 +23,12 @@ def make_coordinator(config) -> Coordinator:
     """The coordinator of an `ExperimentConfig`, from its resolved coordination mode."""
     mode, rt = config.coordination, config.runtime
     num_actors, coordination = rt.actors, rt.coordination
+    if mode == "replay" and config.algo == "r2d2":
+        from menger.coordinator.sequences import SequenceReplayCoordinator
+
+        return SequenceReplayCoordinator(num_actors, config.replay, config.r2d2, unroll_length=rt.unroll_length,
+                                         envs_per_actor=rt.envs_per_actor, in_flight=coordination.slots_per_actor,
+                                         seed=rt.seed)
     if mode == "replay":
         from menger.coordinator.replay import ReplayCoordinator
 

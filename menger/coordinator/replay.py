@@ -68,7 +68,7 @@ class ReplayCoordinator(SlotCoordinator):
         """`replay`: the experiment's `ReplayConfig`; `in_flight`: chunks an actor may fill at once
         (runtime.coordination.slots_per_actor)."""
         self.cfg, self.gamma, self.n_step = replay, gamma, n_step
-        self.chunk_items = unroll_length * envs_per_actor
+        self.chunk_items = self._items_per_env(unroll_length) * envs_per_actor
         self.in_flight = 1 if replay.lockstep else in_flight
         self.ring_capacity = max(1, math.ceil(replay.max_size / (num_actors * self.chunk_items)))  # chunks each
         super().__init__(num_actors, self.ring_capacity + self.in_flight)
@@ -93,6 +93,11 @@ class ReplayCoordinator(SlotCoordinator):
         self._lost_chunks = 0
         self._rates = {"at": time.monotonic(), "inserts": 0, "samples": 0}
 
+    item_spec = ITEM_SPEC
+
+    def _items_per_env(self, unroll_length: int) -> int:
+        return unroll_length  # an item per step
+
     def _build_tables(self, num_actors: int, seed: int, fixed_shards: bool) -> ShardedTables:
         """One table per shard. Where an actor's shard is fixed (actor i % shards), a shard holds at most its
         actors' chunks; where it follows the actor's node (Ray), any shard may hold every chunk."""
@@ -109,7 +114,7 @@ class ReplayCoordinator(SlotCoordinator):
             else:
                 limiter = MinSize(min_size)
             sampler = prioritized(cfg.alpha) if self.prioritized else uniform()
-            tables.append(Table(f"replay{shard}", capacity, sampler, fifo(), limiter, item_spec=ITEM_SPEC,
+            tables.append(Table(f"replay{shard}", capacity, sampler, fifo(), limiter, item_spec=self.item_spec,
                                 seed=seed * 7919 + shard))
         return ShardedTables(tables, seed=seed)
 
@@ -263,7 +268,7 @@ class ReplayCoordinator(SlotCoordinator):
         """The next sampled batch; None only on Ray when every item in it was on a node that is gone."""
         sample, request = self._prefetched or self._sample()
         self._prefetched = None
-        obs, next_obs, kept = self.store.fetch(request)
+        obs, kept = self.store.fetch(request)
         self._forget(self.store.take_lost())
         self._commit()  # the sample may have opened the limiter for waiting inserts
         if self.store.prefetch and not self.cfg.lockstep and self.tables.can_sample(self.cfg.batch_size):
@@ -274,21 +279,28 @@ class ReplayCoordinator(SlotCoordinator):
             if not kept.any():
                 return None
             d, keys, weights = {k: v[kept] for k, v in d.items()}, keys[kept], weights[kept]
-        slot, t = torch.from_numpy(d["slot"].astype(np.int64)), torch.from_numpy(d["t"].astype(np.int64))
-        b = torch.from_numpy(d["b"].astype(np.int64))
-        data = {"obs": obs, "next_obs": next_obs, "actions": self.tensors["actions"][slot, t, b],
-                "rewards": torch.from_numpy(d["reward"]), "discounts": torch.from_numpy(d["discount"]),
-                "weights": torch.from_numpy(weights.astype(np.float32))}
+        data = self._batch_data(d, obs)
+        data["weights"] = torch.from_numpy(weights.astype(np.float32))
         self._last_keys, self._updating = keys, True
         metas, self.new_metas = self.new_metas, []
         return Batch(data, metas, [self.version - meta.policy_version for meta in metas])
+
+    def _batch_data(self, d: dict, obs) -> dict:
+        """The learner's batch of sampled items `d` (with their observations [N, 2, ...]: at t and at boot)."""
+        slot, t, b = (torch.from_numpy(d[k].astype(np.int64)) for k in ("slot", "t", "b"))
+        return {"obs": _step(obs, 0), "next_obs": _step(obs, 1), "actions": self.tensors["actions"][slot, t, b],
+                "rewards": torch.from_numpy(d["reward"]), "discounts": torch.from_numpy(d["discount"])}
+
+    def _steps(self, d: dict) -> torch.Tensor:
+        """[N, K]: the steps of each sampled item whose observations the batch needs (here t and boot)."""
+        return torch.from_numpy(np.stack([d["t"], d["boot"]], 1).astype(np.int64))
 
     def _sample(self) -> tuple:
         """Sample a batch and start gathering its observations (in place on one host; remote calls on Ray)."""
         sample = self.tables.sample(self.cfg.batch_size, timeout_s=0)
         self._rates["samples"] += len(sample)
-        slot, t, b, boot = (torch.from_numpy(sample.data[k].astype(np.int64)) for k in ("slot", "t", "b", "boot"))
-        return sample, self.store.request(slot, t, b, boot)
+        slot, b = (torch.from_numpy(sample.data[k].astype(np.int64)) for k in ("slot", "b"))
+        return sample, self.store.request(slot, self._steps(sample.data), b)
 
     def learned(self, batch: Batch, stats: dict) -> None:
         priorities = stats.pop("priorities", None)
@@ -358,6 +370,11 @@ class ReplayCoordinator(SlotCoordinator):
     def close(self) -> None:
         if self.tables is not None:
             self.tables.close()
+
+
+def _step(obs, k: int):
+    """Column k of gathered observations [N, K, ...] (a tensor or a dict of them)."""
+    return {key: v[:, k] for key, v in obs.items()} if isinstance(obs, dict) else obs[:, k]
 
 
 def _meta_data(meta: UnrollMeta) -> dict:

@@ -3,16 +3,18 @@ import torch
 from torch import nn
 
 from menger.learners.learner import Learner, PPOLearner, VTraceLearner
-from menger.learners.offpolicy import DQNLearner, SACLearner
+from menger.learners.offpolicy import DQNLearner, R2D2Learner, SACLearner
 
-__all__ = ["DQNLearner", "Learner", "PPOLearner", "SACLearner", "VTraceLearner", "make_learner"]
+__all__ = ["DQNLearner", "Learner", "PPOLearner", "R2D2Learner", "SACLearner", "VTraceLearner", "make_learner"]
+
+OFF_POLICY_LEARNERS = {"apex": DQNLearner, "r2d2": R2D2Learner, "sac": SACLearner}
 
 
 def make_learner(config, policy: nn.Module, device: torch.device):
     """The learner of `config.algo` for `policy` (what actors act with; a learner adds what only it needs)."""
-    if config.algo in ("apex", "sac"):
-        learner = DQNLearner if config.algo == "apex" else SACLearner
-        return learner(policy, getattr(config, config.algo), device=device, seed=config.runtime.seed)
+    if config.algo in OFF_POLICY_LEARNERS:
+        return OFF_POLICY_LEARNERS[config.algo](policy, getattr(config, config.algo), device=device,
+                                                seed=config.runtime.seed)
     common = dict(device=device, total_frames=config.stop.env_frames, amp=config.runtime.learner.amp,
                   seed=config.runtime.seed)
     if config.algo == "ppo":

@@ -1,7 +1,12 @@
-"""Learners that train from replay: Ape-X DQN and SAC. A batch is rows of replay items, not unrolls::
+"""Learners that train from replay: Ape-X DQN, R2D2 and SAC. An Ape-X or SAC batch is rows of replay items, not
+unrolls::
 
     obs [N, ...]  actions [N, ...]  rewards [N] (n-step sums)  discounts [N] (products)  next_obs [N, ...]
     weights [N]   importance weights of the prioritized sample (ones for uniform sampling)
+
+An R2D2 batch is N sequences of W steps, time-major (`menger.coordinator.sequences`)::
+
+    obs [W+1, N, ...]  actions, rewards, discounts, valid, restarts [W, N]  state [2, N, H]  burn_in [N]  weights [N]
 
 `update(batch, frames)` returns scalar stats and, under "priorities", the new priorities of the batch's items
 (a NumPy array) for the replay coordinator to write back. Everything that changes is in `state_dict()`, so a
@@ -16,8 +21,9 @@ import torch
 from torch import nn
 
 from menger.learners.learner import Adam, _obs_float, _to_device, clip_gradients
-from menger.losses import (double_q_targets, dqn_loss, q_learning_targets, sac_actor_loss, sac_critic_loss,
-                           sac_temperature_loss)
+from menger.losses import (double_q_targets, dqn_loss, q_learning_targets, r2d2_loss, r2d2_targets, sac_actor_loss,
+                           sac_critic_loss, sac_temperature_loss)
+from menger.losses.value_rescaling import DEFAULT_EPS
 
 
 def _apply(optimizer: Adam, params: list[torch.Tensor], loss: torch.Tensor, max_grad_norm: float) -> torch.Tensor:
@@ -74,6 +80,41 @@ class DQNLearner:
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
+
+
+class R2D2Learner(DQNLearner):
+    """R2D2 (Kapturowski et al. 2019): Ape-X's learner on stored sequences. Both networks start from the state
+    the actor stored and unroll the whole sequence; the first `burn_in` steps of each only refresh that state
+    (their values are out of the loss and the state is detached after them, so no gradient reaches them). The
+    n-step double-Q targets are on rescaled values, and a sequence's new priority mixes its max and mean |TD|.
+    Everything else (target copies, optimizer, state) is `DQNLearner`'s."""
+
+    def update(self, batch: dict, frames: int) -> dict:
+        cfg = self.cfg
+        batch = _to_device(batch, self.device)
+        obs = _obs_float(batch["obs"])
+        valid, burn_in = batch["valid"], batch["burn_in"]
+        # Both networks restart the state where the actor did; the last observation has no step after it.
+        restarts = torch.cat([batch["restarts"], torch.zeros_like(valid[:1])])
+        q, _ = self.policy.unroll(obs, batch["state"], restarts, detach_at=burn_in)
+        with torch.no_grad():
+            q_target, _ = self.target.unroll(obs, batch["state"], restarts)
+            rewards = batch["rewards"]
+            if cfg.reward_clip is not None:
+                rewards = rewards.clamp(-cfg.reward_clip, cfg.reward_clip)
+            targets, mask = r2d2_targets(q.detach(), q_target, rewards, batch["discounts"], valid, cfg.n_step,
+                                         DEFAULT_EPS if cfg.value_rescaling else None)
+            steps = torch.arange(mask.shape[0], device=mask.device)[:, None]
+            mask = mask * (steps >= burn_in[None, :])  # burned-in steps only refresh the state
+        loss, priorities, stats = r2d2_loss(q[:-1], batch["actions"], targets, mask, batch["weights"], loss=cfg.loss,
+                                            eta=cfg.priority_eta)
+        grad_norm = _apply(self.optimizer, self.params, loss, cfg.max_grad_norm)
+        self.updates += 1
+        if self.updates % cfg.target_update_interval == 0:
+            self.target.load_state_dict(self.policy.state_dict())
+        out = {k: float(v) for k, v in stats.items()}
+        out.update(loss=float(loss.detach()), grad_norm=float(grad_norm), priorities=priorities.cpu().numpy())
+        return out
 
 
 class SACLearner:

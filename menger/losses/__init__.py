@@ -20,7 +20,7 @@ from menger.losses.gae import gae
 from menger.losses.impala import appo_loss, impala_loss
 from menger.losses.masking import masked_mean
 from menger.losses.ppo import ppo_loss
-from menger.losses.r2d2 import r2d2_loss, r2d2_targets, sequence_priorities
+from menger.losses.r2d2 import r2d2_loss, r2d2_targets, sequence_priorities, sequence_targets
 from menger.losses.sac import (
     sac_actor_loss,
     sac_critic_loss,
@@ -35,7 +35,7 @@ from menger.losses.vtrace import VTraceReturns, vtrace
 __all__ = [
     "NStepItems", "VTraceReturns", "appo_loss", "double_q_targets", "dqn_loss", "dueling", "gae", "impala_loss",
     "inverse_value_rescale", "masked_mean", "n_step_items", "n_step_targets", "ppo_loss", "q_learning_targets",
-    "r2d2_loss", "r2d2_targets", "sequence_priorities",
+    "r2d2_loss", "r2d2_targets", "sequence_priorities", "sequence_targets",
     "sac_actor_loss", "sac_critic_loss", "sac_critic_targets", "sac_temperature_loss", "squash",
     "squashed_gaussian_logp", "value_rescale", "vtrace",
 ]

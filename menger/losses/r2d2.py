@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from menger.losses.dqn import PRIORITY_EPS, double_q_targets, n_step_items, td_loss
+from menger.losses.dqn import PRIORITY_EPS, _bootstrap_target, n_step_items, td_loss
 from menger.losses.masking import check_mask
 from menger.losses.value_rescaling import DEFAULT_EPS
 
@@ -42,13 +42,25 @@ def r2d2_targets(q_online: Tensor, q_target: Tensor, rewards: Tensor, discounts:
     step has one. q_online, q_target [L, B, A] over the sequence's L observations. No gradient flows."""
     _check_sequence(q_online, rewards, "q_online")
     _check_sequence(q_target, rewards, "q_target")
-    index = torch.arange(q_online.shape[0] * rewards.shape[1], device=rewards.device).view(-1, rewards.shape[1])
+    best = q_online.argmax(dim=-1, keepdim=True)  # double Q: the online network picks, the target one values
+    return sequence_targets(q_target.gather(-1, best).squeeze(-1), rewards, discounts, valid, n, value_rescaling_eps)
+
+
+@torch.no_grad()
+def sequence_targets(bootstrap: Tensor, rewards: Tensor, discounts: Tensor, valid: Tensor, n: int,
+                     value_rescaling_eps: float | None = DEFAULT_EPS) -> tuple[Tensor, Tensor]:
+    """(targets [L-1, B], mask [L-1, B]) from the value to bootstrap from at each of the L observations,
+    bootstrap [L, B] (h-space when value_rescaling_eps is set): h(R + D * h^-1(bootstrap[t + m])) for the window
+    of each valid step t. `r2d2_targets` with double Q; an actor's initial priorities with its own max_a Q."""
+    if bootstrap.shape != (rewards.shape[0] + 1, rewards.shape[1]):
+        raise ValueError(f"bootstrap has shape {tuple(bootstrap.shape)}; expected [L, B] = ({rewards.shape[0] + 1}, "
+                         f"{rewards.shape[1]}): a value per observation, one more than the transitions.")
+    index = torch.arange(bootstrap.numel(), device=rewards.device).view(bootstrap.shape)
     items = n_step_items(index, torch.zeros_like(rewards, dtype=torch.int64), rewards, discounts, valid, n)
-    boot = items.start + items.length
-    y = double_q_targets(q_online[boot, items.env], q_target[boot, items.env], items.rewards, items.discounts,
-                         value_rescaling_eps=value_rescaling_eps)
+    y = _bootstrap_target(bootstrap[items.start + items.length, items.env], items.rewards, items.discounts,
+                          value_rescaling_eps)
     targets, mask = torch.zeros_like(rewards), torch.zeros_like(rewards)
-    targets[items.start, items.env] = y
+    targets[items.start, items.env] = y.to(targets.dtype)
     mask[items.start, items.env] = 1.0
     return targets, mask
 

@@ -5,13 +5,18 @@ import gymnasium as gym
 from torch import nn
 
 from menger.models.policy import Policy
-from menger.models.qnet import QNetwork
+from menger.models.qnet import QNetwork, RecurrentQNetwork
 from menger.models.sac import SquashedGaussianActor
 
 
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo: str = "ppo") -> nn.Module:
     """Build what actors act with from a `ModelConfig` (see menger.experiment): the policy network of the
-    on-policy algorithms, Ape-X's Q network (algo apex) or SAC's squashed Gaussian actor (algo sac)."""
+    on-policy algorithms, Ape-X's Q network (algo apex), R2D2's recurrent one (algo r2d2) or SAC's squashed
+    Gaussian actor (algo sac)."""
+    if algo == "r2d2":
+        return RecurrentQNetwork(obs_space, action_space, lstm_size=model_cfg.lstm_size, encoder=model_cfg.encoder,
+                                 hidden=tuple(model_cfg.hidden), activation=model_cfg.activation,
+                                 dueling=model_cfg.dueling)
     if algo == "apex":
         return QNetwork(obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
                         activation=model_cfg.activation, dueling=model_cfg.dueling)

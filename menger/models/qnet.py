@@ -128,13 +128,21 @@ class RecurrentQNetwork(QNetwork):
         action = self._epsilon_greedy(q, obs, deterministic, generator)
         return ActOutput(action, q.gather(-1, action.unsqueeze(-1)).squeeze(-1), state, q.max(-1).values)
 
-    def unroll(self, obs, state: torch.Tensor, dones: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q over L steps [L, B, A] from `state`, obs [L, B, ...], dones [L, B]; and the state after the last."""
+    def unroll(self, obs, state: torch.Tensor, dones: torch.Tensor,
+               detach_at: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q over L steps [L, B, A] from `state`, obs [L, B, ...], dones [L, B]; and the state after the last.
+
+        `detach_at` [B]: row b's state is detached before its step detach_at[b], so its earlier steps (its burn-in)
+        pass no gradient on; the learner leaves their values out of the loss."""
         steps = dones.shape[0]
         features = self.encoder(_flatten(obs)).view(steps, dones.shape[1], -1)
         h, c = state[0], state[1]
+        cuts = set(detach_at.tolist()) if detach_at is not None else set()
         hs = []
         for t in range(steps):
+            if t in cuts:
+                cut = (detach_at == t).unsqueeze(-1)
+                h, c = torch.where(cut, h.detach(), h), torch.where(cut, c.detach(), c)
             h, c = self.core(features[t], (h, c))
             hs.append(h)
             keep = (1.0 - dones[t].float()).unsqueeze(-1)

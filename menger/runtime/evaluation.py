@@ -6,7 +6,8 @@ Every `eval.interval_s` seconds of training, after an update, the trainer calls:
     stats = evaluator.run(learner.policy)   # eval/return_mean, eval/return_std, eval/episodes, eval/time_s, ...
 
 which copies the learner's parameters into the evaluator's CPU network and plays `eval.episodes` episodes at
-once, one per env, with the greedy (apex) or mean (sac) action, from the same seeds each time. Training waits
+once, one per env, with the greedy (apex, r2d2: its recurrent state carried through the episode) or mean (sac)
+action, from the same seeds each time. Training waits
 meanwhile (the actors fill their chunks; the rate limiter bounds how far they get). `eval/time_s` adds up the
 seconds spent evaluating, so that a benchmark can leave them out of the training time.
 """
@@ -45,9 +46,11 @@ class Evaluator:
         returns, lengths = np.zeros(n), np.zeros(n, np.int64)
         finished = np.zeros(n, bool)
         obs = self.envs.reset(seed=self.cfg.seed)
+        state = self.network.initial_state(n) if self.network.lstm_size else None  # r2d2: carried through each episode
         for _ in range(self.cfg.max_steps):
-            action = self.network.act(obs_to_tensors(obs), None, deterministic=True).action.numpy()
-            result = self.envs.step(action)
+            out = self.network.act(obs_to_tensors(obs), state, deterministic=True)
+            state = out.state if state is not None else None
+            result = self.envs.step(out.action.numpy())
             running = ~finished & result.valid
             returns += np.where(running, result.reward, 0.0)
             lengths += running

@@ -154,7 +154,8 @@ class Trainer:
         self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
         self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo), self.device)
         spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size,
-                          values=cfg.algo == "apex", terminated=cfg.coordination == "replay")
+                          values=cfg.algo in ("apex", "r2d2"), terminated=cfg.coordination == "replay",
+                          sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0)
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
         self.coordinator.attach(self.transport)

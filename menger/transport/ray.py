@@ -316,20 +316,18 @@ class ReplayShard:
         for slot in slots:
             self.chunks.pop(slot, None)
 
-    def gather(self, slot: np.ndarray, t: np.ndarray, b: np.ndarray, boot: np.ndarray) -> dict:
-        """{field: (obs[slot, t, b], obs[slot, boot, b])} for each item, in the order given."""
+    def gather(self, slot: np.ndarray, steps: np.ndarray, b: np.ndarray) -> dict:
+        """{field: obs[slot, steps[i, k], b] [N, K, ...]} for each item i, in the order given."""
         missing = sorted(set(slot.tolist()) - set(self.chunks))
         if missing:
             raise KeyError(f"this replay shard holds no chunk for slot(s) {missing}: they were written elsewhere")
         out = {}
         for name, first in self.chunks[int(slot[0])].items():
-            obs = np.empty((len(slot), *first.shape[2:]), first.dtype)
-            next_obs = np.empty_like(obs)
+            obs = np.empty((*steps.shape, *first.shape[2:]), first.dtype)
             for s in np.unique(slot):
                 rows = np.flatnonzero(slot == s)
-                chunk = self.chunks[int(s)][name]
-                obs[rows], next_obs[rows] = chunk[t[rows], b[rows]], chunk[boot[rows], b[rows]]
-            out[name] = (obs, next_obs)
+                obs[rows] = self.chunks[int(s)][name][steps[rows], b[rows, None]]
+            out[name] = obs
         return out
 
     def dump(self, slots: list[int]) -> dict:
@@ -346,7 +344,7 @@ class RayChunks:
 
         write(slot, actor, node, obs_ref)   after an unroll's fields are copied: the node's shard takes the
                                             observations from its own object store (the learner never fetches them)
-        request(slot, t, b, boot)           one `gather` call per node the batch touches, as object references: the
+        request(slot, steps, b)             one `gather` call per node the batch touches, as object references: the
                                             coordinator asks for the next batch while the learner steps on this one
         fetch(request)                      the observations; a shard whose node died is forgotten, with its chunks
                                             (`take_lost`), and the batch goes on with the items still stored
@@ -418,24 +416,24 @@ class RayChunks:
         return lost
 
     # ----- batches ----------------------------------------------------------------------------------------------
-    def request(self, slot: torch.Tensor, t: torch.Tensor, b: torch.Tensor, boot: torch.Tensor):
-        slots = slot.numpy()
+    def request(self, slot: torch.Tensor, steps: torch.Tensor, b: torch.Tensor):
+        slots, steps, b = slot.numpy(), steps.numpy(), b.numpy()
         where = np.array([self.location.get(int(s), "") for s in slots], dtype=object)
         groups = []
         for node_id in set(where.tolist()) - {""}:
             rows = np.flatnonzero(where == node_id)
-            ref = self.shards[node_id].gather.remote(slots[rows], t.numpy()[rows], b.numpy()[rows], boot.numpy()[rows])
+            ref = self.shards[node_id].gather.remote(slots[rows], steps[rows], b[rows])
             groups.append((node_id, rows, ref))
         missing = np.flatnonzero(where == "")
-        return len(slots), groups, missing, sorted(set(slots[missing].tolist()))
+        return steps.shape, groups, missing, sorted(set(slots[missing].tolist()))
 
     def fetch(self, request) -> tuple:
-        n, groups, missing, missing_slots = request
-        kept = np.ones(n, bool)
+        shape, groups, missing, missing_slots = request
+        kept = np.ones(shape[0], bool)
         kept[missing] = False
         self.lost += missing_slots  # items naming a chunk no shard holds (its node died): forget them too
-        obs = {name: np.zeros((n, *shape[2:]), _numpy_dtype(dtype)) for name, (shape, dtype) in self.obs_fields.items()}
-        next_obs = {name: np.zeros_like(array) for name, array in obs.items()}
+        obs = {name: np.zeros((*shape, *field_shape[2:]), _numpy_dtype(dtype))
+               for name, (field_shape, dtype) in self.obs_fields.items()}
         for node_id, rows, ref in groups:
             try:
                 part = ray.get(ref, timeout=GET_TIMEOUT_S)
@@ -443,9 +441,9 @@ class RayChunks:
                 self._node_lost(node_id)
                 kept[rows] = False
                 continue
-            for name, (o, no) in part.items():
-                obs[name][rows], next_obs[name][rows] = o, no
-        return _as_obs(obs, kept), _as_obs(next_obs, kept), None if kept.all() else kept
+            for name, array in part.items():
+                obs[name][rows] = array
+        return _as_obs(obs, kept), None if kept.all() else kept
 
     # ----- checkpoints and metrics --------------------------------------------------------------------------
     def state(self, slots: list[int]) -> dict[str, torch.Tensor]:

@@ -16,6 +16,9 @@ Layout of one slot (T = unroll_length, B = envs_per_actor)::
     values     [T+1, B] apex only: the acting network's greedy value max_a Q(obs_t, a) (logp holds Q(obs_t, a_t))
     terminated [T, B] replay only: 1.0 where the episode terminated at t (a time limit is not a termination: the
                replay bootstraps from obs[t+1], the last observation, as its envs reset on the next step)
+    core_states [S, 2, B, H] r2d2 only: the recurrent state at the first step of each of the unroll's S sequences
+    restarts   [T, B] r2d2 only: 1.0 where the actor restarted its recurrent state after step t (the next
+               observation is an episode's first: after an end, or after the reset step of NEXT_STEP autoreset)
 
 With replay (apex, sac) the slots are the replay's storage: each actor owns a ring of them, and a replay item
 names a (slot, t, b) in it (see menger.coordinator.replay).
@@ -45,6 +48,7 @@ class UnrollSpec:
     lstm_size: int = 0
     values: bool = False  # apex: a per-step greedy value, for the actors' initial priorities
     terminated: bool = False  # replay: terminations apart from truncations
+    sequence_starts: int = 0  # r2d2: sequences per unroll, each with its first step's recurrent state
 
     def field_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         t, b = self.unroll_length, self.envs_per_actor
@@ -67,6 +71,9 @@ class UnrollSpec:
             fields["values"] = ((t + 1, b), torch.float32)
         if self.terminated:
             fields["terminated"] = ((t, b), torch.float32)
+        if self.sequence_starts:
+            fields["core_states"] = ((self.sequence_starts, 2, b, self.lstm_size), torch.float32)
+            fields["restarts"] = ((t, b), torch.float32)
         return fields
 
 
@@ -138,17 +145,14 @@ class SlotChunks:
     def shard_of(self, actor_id: int, shards: int) -> int:
         return actor_id % shards
 
-    def request(self, slot: torch.Tensor, t: torch.Tensor, b: torch.Tensor, boot: torch.Tensor):
-        return self._obs(slot, t, b), self._obs(slot, boot, b)
+    def request(self, slot: torch.Tensor, steps: torch.Tensor, b: torch.Tensor):
+        slot, b = slot[:, None], b[:, None]
+        if "obs" in self.tensors:
+            return self.tensors["obs"][slot, steps, b]
+        return {name[4:]: v[slot, steps, b] for name, v in self.tensors.items() if name.startswith("obs.")}
 
     def fetch(self, request) -> tuple:
-        obs, next_obs = request
-        return obs, next_obs, None  # None: every item's observations are here
-
-    def _obs(self, slot, t, b):
-        if "obs" in self.tensors:
-            return self.tensors["obs"][slot, t, b]
-        return {name[4:]: v[slot, t, b] for name, v in self.tensors.items() if name.startswith("obs.")}
+        return request, None  # None: every item's observations are here
 
     def take_lost(self) -> list[int]:
         return []
