@@ -1,18 +1,23 @@
-"""Training env-steps/s against the env-stepping ceiling, for CartPole-v1 (IMPALA) and ALE Pong (pong-impala).
+"""Training env-steps/s against the env-stepping ceiling, for CartPole-v1 (IMPALA) and ALE Pong (pong-impala,
+pong-r2d2).
 
 For each env, one table row gives:
 
 * the raw ceiling: random-action env steps/s with no learner, on as many processes as the run has actors
   (CartPole: one single env stepped in a loop per process, and one vector env of B envs per process, summed
   over the processes run in parallel; Pong: one AtariVectorEnv of all the run's envs on 2 threads);
-* Menger's training rate: env frames *accepted by the learner* (``time/env_frames``, every one of them in a
-  gradient step) per second of training, read from the run's metrics from its first accepted frame on, so
-  that start-up (forking actors, building envs) is left out;
+* Menger's training rate: env frames *accepted by the learner* (``time/env_frames``: with IMPALA every one of
+  them in a gradient step; with R2D2 every one inserted into the replay, which the rate limiter paces by the
+  learner's samples) per second of training, read from the run's metrics from its first accepted frame on, so
+  that start-up (forking actors, building envs) is left out, and learner updates per second;
 * training / ceiling (against the vector ceiling, the faster of the two), each run against the ceiling measured
   just before it.
 
-    python benchmarks/throughput.py [--env cartpole|pong|both] [--seconds S] [--seeds N] [--json out.json]
-                                    [--actors A] [--envs-per-actor B] [--set runtime.unroll_length=64 ...]
+    python benchmarks/throughput.py [--env cartpole|pong|pong-r2d2|both|all] [--seconds S] [--seeds N]
+                                    [--launcher processes|ray] [--json out.json] [--actors A]
+                                    [--envs-per-actor B] [--set runtime.unroll_length=64 ...]
+
+``both`` is CartPole and pong-impala; ``all`` adds pong-r2d2.
 
 The CartPole settings below are the fastest honest ones found on 2 cores (see benchmarks/README.md).
 """
@@ -56,13 +61,15 @@ CASES = {
                      ("runtime.actors=1", "runtime.envs_per_actor=768", "runtime.unroll_length=16",
                       "runtime.coordination.batch_unrolls=2", "runtime.coordination.slots_per_actor=2")),
     "pong": Case("ALE Pong", "pong-impala", 60.0),
+    # R2D2's learner unrolls a CNN and an LSTM over 16 sequences of 41 frames, twice (online, target), per update.
+    "pong-r2d2": Case("Pong R2D2", "pong-r2d2", 90.0),
 }
 
 
 def benchmark_overrides(seconds: float, seed: int) -> list[str]:
     """Settings every benchmarked run shares: a fixed duration, no target, no side work that is not training."""
     return [f"stop.wall_clock_s={seconds}", "stop.target_return=null", "stop.env_frames=null",
-            "log.tensorboard=false", "log.progress=false", "checkpoint.interval_s=0",
+            "log.tensorboard=false", "log.progress=false", "checkpoint.interval_s=0", "eval.interval_s=0",
             f"log.interval_s={min(1.0, seconds / 8)}", "runtime.launcher=processes", f"runtime.seed={seed}"]
 
 
@@ -165,9 +172,11 @@ def bench_case(case: Case, overrides: list[str], seconds: float, seeds: int, cei
                      "ratio": figures.env_steps_per_s / limits["vector"], "load_average_1min": os.getloadavg()[0]})
     median_ceilings = {name: statistics.median(run["ceilings"][name] for run in runs) for name in runs[0]["ceilings"]}
     median_training = statistics.median(run["training"]["env_steps_per_s"] for run in runs)
+    median_updates = statistics.median(run["training"]["updates_per_s"] for run in runs)
     rt = config.runtime
     return {
         "env": case.label, "preset": case.preset, "overrides": overrides, "seconds": seconds,
+        "launcher": rt.launcher, "updates_per_s": median_updates,
         "actors": rt.actors, "envs_per_actor": rt.envs_per_actor, "unroll_length": rt.unroll_length,
         "batch_unrolls": rt.coordination.batch_unrolls or rt.actors, "ceiling_processes": rt.actors,
         "ceilings": median_ceilings, "training_env_steps_per_s": median_training,
@@ -176,8 +185,8 @@ def bench_case(case: Case, overrides: list[str], seconds: float, seeds: int, cei
 
 
 def format_table(rows: list[dict]) -> str:
-    header = (f"{'env':12s} {'A x B, T, batch':>18s} {'single-env ceil':>16s} {'vector ceil':>13s} "
-              f"{'training':>12s} {'train/ceil':>10s} {'lag':>5s} {'dropped':>8s} {'return':>7s}")
+    header = (f"{'env':12s} {'launcher':>9s} {'A x B, T, batch':>18s} {'single-env ceil':>16s} {'vector ceil':>13s} "
+              f"{'training':>12s} {'train/ceil':>10s} {'upd/s':>7s} {'lag':>5s} {'dropped':>8s} {'return':>7s}")
     lines = [header, "-" * len(header)]
     for row in rows:
         last = row["runs"][-1]["training"]
@@ -185,8 +194,10 @@ def format_table(rows: list[dict]) -> str:
         shape = f"{row['actors']}x{row['envs_per_actor']}, {row['unroll_length']}, {row['batch_unrolls']}"
         ret = last["return_mean"]
         lines.append(
-            f"{row['env']:12s} {shape:>18s} {'-' if single is None else f'{single:,.0f}':>16s} "
+            f"{row['env']:12s} {row.get('launcher', 'processes'):>9s} {shape:>18s} "
+            f"{'-' if single is None else f'{single:,.0f}':>16s} "
             f"{row['ceilings']['vector']:>13,.0f} {row['training_env_steps_per_s']:>12,.0f} {row['ratio']:>10.2f} "
+            f"{row.get('updates_per_s', 0.0):>7.1f} "
             f"{last['policy_lag_mean']:>5.1f} {last['frames_dropped']:>8,d} {'-' if ret is None else f'{ret:.0f}':>7s}")
     seeds = len(rows[0]["runs"]) if rows else 0
     loads = ", ".join(f"{run['load_average_1min']:.1f}" for row in rows for run in row["runs"])
@@ -199,9 +210,11 @@ def format_table(rows: list[dict]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", choices=("cartpole", "pong", "both"), default="both")
+    parser.add_argument("--env", choices=("cartpole", "pong", "pong-r2d2", "both", "all"), default="both")
+    parser.add_argument("--launcher", choices=("processes", "ray"), default=None,
+                        help="runtime.launcher of the training runs (default processes)")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="training time per run (default: 20 for CartPole, 60 for Pong)")
+                        help="training time per run (default: 20 for CartPole, 60 for Pong, 90 for pong-r2d2)")
     parser.add_argument("--ceiling-seconds", type=float, default=3.0, help="timing window of each ceiling")
     parser.add_argument("--seeds", type=int, default=1, help="runs per env; the table shows medians")
     parser.add_argument("--actors", type=int, default=None, help="runtime.actors")
@@ -223,7 +236,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         overrides.append(f"runtime.actors={args.actors}")
     if args.envs_per_actor is not None:
         overrides.append(f"runtime.envs_per_actor={args.envs_per_actor}")
-    names = ("cartpole", "pong") if args.env == "both" else (args.env,)
+    if args.launcher is not None:
+        overrides.append(f"runtime.launcher={args.launcher}")
+    names = {"both": ("cartpole", "pong"), "all": ("cartpole", "pong", "pong-r2d2")}.get(args.env, (args.env,))
     rows = []
     for name in names:
         case = CASES[name]

@@ -163,7 +163,8 @@ class SACConfig:
 class ReplayConfig:
     """The replay between actors and learner (apex, r2d2, sac): its size, sampler, rate limiter and batches."""
 
-    max_size: int = field(100_000, min=1, doc="items the replay holds (transitions; r2d2: sequences); the oldest chunks go first")
+    max_size: int = field(100_000, min=1, doc="items the replay holds (transitions; r2d2: sequences); the oldest "
+                          "chunks go first")
     sampler: Literal["prioritized", "uniform"] = field("prioritized", doc="how the learner samples")
     alpha: float = field(0.6, min=0.0, doc="prioritized: sampling probability ~ priority^alpha")
     beta: float = field(0.4, min=0.0, doc="prioritized: importance-weight exponent")

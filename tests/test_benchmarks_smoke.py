@@ -102,3 +102,24 @@ def test_replay_actors_insert_while_the_learner_samples():
     assert figures["actors"] == 2 and figures["actors_alive"] and figures["filled_fraction"] > 0.5
     assert figures["inserts_per_s"] > 0 and figures["samples_per_s"] > 0
     assert not [p for p in mp.active_children() if p.name.startswith("replay-bench-actor")]  # stopped and joined
+
+
+def test_memory_benchmark_reads_a_real_r2d2_run_and_reports_the_sides(tmp_path, monkeypatch, capsys):
+    """benchmarks/memory.py end to end on one short real R2D2 run (no target), with the slower sides faked."""
+    import memory
+
+    def short(task, seed, python, overrides, root, timeout_s):
+        extra = ["stop.target_return=null", "stop.env_frames=3000", "replay.min_size=64", "eval.interval_s=0.3"]
+        return real(task, seed, python, [*overrides, *extra], root, timeout_s)
+
+    real = memory.run_menger
+    monkeypatch.setattr(memory, "run_menger", short)
+    monkeypatch.setattr(memory, "run_peer", lambda seed, python: {
+        "reached": True, "train_s": 40.0, "steps": 30_000, "best_eval": 480.0, "final_train_s": 40.0,
+        "final_steps": 30_000, "evals": [[2048, 4.0, 20.0], [30_000, 40.0, 480.0]], "load": 1.0})
+    out = memory.main(["--sides", "menger-r2d2", "recurrent-ppo", "--seeds", "1", "--plot", str(tmp_path / "c.png"),
+                       "--json", str(tmp_path / "m.json")])
+    run = out["runs"][1]["menger-r2d2"]
+    assert not run["reached"] and run["final_steps"] >= 3000 and run["evals"]  # it evaluated on the way
+    assert (tmp_path / "c.png").stat().st_size > 0 and json.loads((tmp_path / "m.json").read_text())["runs"]
+    assert "RecurrentPPO / R2D2" not in capsys.readouterr().out  # R2D2 did not reach 475: no ratio is made up

@@ -91,11 +91,20 @@ class R2D2Learner(DQNLearner):
 
     def update(self, batch: dict, frames: int) -> dict:
         cfg = self.cfg
-        batch = _to_device(batch, self.device)
-        obs = _obs_float(batch["obs"])
-        valid, burn_in = batch["valid"], batch["burn_in"]
-        # Both networks restart the state where the actor did; the last observation has no step after it.
-        restarts = torch.cat([batch["restarts"], torch.zeros_like(valid[:1])])
+        loss, priorities, stats = self.loss(_to_device(batch, self.device))
+        grad_norm = _apply(self.optimizer, self.params, loss, cfg.max_grad_norm)
+        self.updates += 1
+        if self.updates % cfg.target_update_interval == 0:
+            self.target.load_state_dict(self.policy.state_dict())
+        out = {k: float(v) for k, v in stats.items()}
+        out.update(loss=float(loss.detach()), grad_norm=float(grad_norm), priorities=priorities.cpu().numpy())
+        return out
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """(loss, the sequences' new priorities, stats) of a batch on the learner's device."""
+        cfg = self.cfg
+        obs, valid, burn_in = _obs_float(batch["obs"]), batch["valid"], batch["burn_in"]
+        restarts = torch.cat([batch["restarts"], torch.zeros_like(valid[:1])])  # the last obs has no step after it
         q, _ = self.policy.unroll(obs, batch["state"], restarts, detach_at=burn_in)
         with torch.no_grad():
             q_target, _ = self.target.unroll(obs, batch["state"], restarts)
@@ -106,15 +115,8 @@ class R2D2Learner(DQNLearner):
                                          DEFAULT_EPS if cfg.value_rescaling else None)
             steps = torch.arange(mask.shape[0], device=mask.device)[:, None]
             mask = mask * (steps >= burn_in[None, :])  # burned-in steps only refresh the state
-        loss, priorities, stats = r2d2_loss(q[:-1], batch["actions"], targets, mask, batch["weights"], loss=cfg.loss,
-                                            eta=cfg.priority_eta)
-        grad_norm = _apply(self.optimizer, self.params, loss, cfg.max_grad_norm)
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self.target.load_state_dict(self.policy.state_dict())
-        out = {k: float(v) for k, v in stats.items()}
-        out.update(loss=float(loss.detach()), grad_norm=float(grad_norm), priorities=priorities.cpu().numpy())
-        return out
+        return r2d2_loss(q[:-1], batch["actions"], targets, mask, batch["weights"], loss=cfg.loss,
+                         eta=cfg.priority_eta)
 
 
 class SACLearner:

@@ -38,6 +38,21 @@ def test_cartpole_apex_reaches_a_deterministic_evaluation_of_475(tmp_path, quiet
     assert m["replay/samples_per_insert"] <= 16 * 1.1  # the rate limiter held the ratio
 
 
+def test_cartpole_without_velocities_r2d2_reaches_a_deterministic_evaluation_of_475(tmp_path, quiet):
+    """Only memory solves it: the feed-forward apex preset stays near 45 on the same env (benchmarks/memory.py)."""
+    result = _train(tmp_path, "cartpole-novel-r2d2", quiet, "runtime.seed=1")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["eval/return_mean"] >= 475 and m["eval/episodes"] == 10
+
+
+def test_memory_r2d2_remembers_the_bit_in_every_evaluation_episode(tmp_path, quiet):
+    result = _train(tmp_path, "memory-r2d2", quiet, "runtime.seed=1")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["eval/return_mean"] == 1.0 and m["eval/episodes"] == 20  # a memoryless agent averages 0.5
+
+
 def test_pendulum_sac_reaches_a_deterministic_evaluation_of_minus_250(tmp_path, quiet):
     result = _train(tmp_path, "pendulum-sac", quiet, "runtime.seed=1")
     m = result.final_metrics

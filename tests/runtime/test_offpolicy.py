@@ -1,4 +1,4 @@
-"""Ape-X DQN and SAC through the whole runtime: replay metrics, the deterministic evaluation, `menger eval`,
+"""Ape-X DQN, R2D2 and SAC through the whole runtime: replay metrics, the deterministic evaluation, `menger eval`,
 and the exact resume of a lockstep replay run (N updates + checkpoint + resume + N updates == 2N updates)."""
 import pytest
 import torch
@@ -12,6 +12,7 @@ SMALL = ["runtime.learner.device=cpu", "runtime.learner.threads=1", "checkpoint.
 
 
 @pytest.mark.parametrize("preset,launcher", [("cartpole-apex", "threads"), ("cartpole-apex", "processes"),
+                                             ("cartpole-novel-r2d2", "threads"), ("cartpole-novel-r2d2", "processes"),
                                              ("pendulum-sac", "threads"), ("pendulum-sac", "processes")])
 def test_a_replay_run_reports_its_replay_and_its_evaluations(tmp_path, quiet, preset, launcher):
     result = api.train(preset, overrides=[*quiet, *SMALL, f"runtime.launcher={launcher}", "stop.env_frames=3000",
@@ -35,11 +36,13 @@ def _final(run_dir):
     return checkpoint.step, state
 
 
-@pytest.mark.parametrize("preset", ["cartpole-apex", "pendulum-sac"])
-def test_a_lockstep_replay_run_resumes_bit_for_bit(tmp_path, quiet, preset):
+@pytest.mark.parametrize("preset,steps,items", [("cartpole-apex", 8, 16), ("pendulum-sac", 8, 16),
+                                               ("cartpole-novel-r2d2", 16, 4)])  # r2d2: items are sequences
+def test_a_lockstep_replay_run_resumes_bit_for_bit(tmp_path, quiet, preset, steps, items):
     settings = [*quiet, *SMALL, "runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=2",
-                "runtime.unroll_length=8", "replay.lockstep=true", "replay.min_size=64", "replay.batch_size=16",
-                "replay.samples_per_insert=4", "replay.max_size=400", "eval.interval_s=0"]
+                f"runtime.unroll_length={steps}", "replay.lockstep=true", f"replay.min_size={4 * items}",
+                f"replay.batch_size={items}", "replay.samples_per_insert=4", f"replay.max_size={25 * items}",
+                "eval.interval_s=0"]
     frames = 16 * 30
     straight, split = tmp_path / "straight", tmp_path / "split"
     api.train(preset, overrides=[*settings, f"stop.env_frames={2 * frames}"], run_dir=str(straight))
