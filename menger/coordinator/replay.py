@@ -63,6 +63,8 @@ class _Waiting:
 
 
 class ReplayCoordinator(SlotCoordinator):
+    item_spec = ITEM_SPEC  # what an item names; `SequenceReplayCoordinator` has its own
+
     def __init__(self, num_actors: int, replay, *, unroll_length: int, envs_per_actor: int, in_flight: int,
                  gamma: float, n_step: int, seed: int):
         """`replay`: the experiment's `ReplayConfig`; `in_flight`: chunks an actor may fill at once
@@ -92,8 +94,6 @@ class ReplayCoordinator(SlotCoordinator):
         self._next_actor = 0
         self._lost_chunks = 0
         self._rates = {"at": time.monotonic(), "inserts": 0, "samples": 0}
-
-    item_spec = ITEM_SPEC
 
     def _items_per_env(self, unroll_length: int) -> int:
         return unroll_length  # an item per step
