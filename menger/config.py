@@ -235,8 +235,9 @@ def _convert_mapping(value: Any, args: tuple, key: str) -> dict:
 def _convert_scalar(value: Any, annotation: Any, key: str) -> Any:
     if annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            if isinstance(value, float) and math.isnan(value):
-                raise ConfigError(f"'{key}' is NaN; set it to a number")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"'{key}' is {value!r}: no setting takes a value that is not finite; set a "
+                                  "finite number")
             return float(value)
         raise ConfigError(f"'{key}' must be a number (float), got {_describe_value(value)}")
     if annotation is int:

@@ -305,7 +305,9 @@ class StopConfig:
 
 @dataclass(frozen=True)
 class CheckpointConfig:
-    interval_s: float = field(60.0, min=0.0, doc="seconds between checkpoints (0 = only at the end)")
+    interval_s: float = field(10.0, min=0.0, doc="seconds between checkpoints (0 = only at the end): what a killed "
+                              "learner can lose; a replay run writes its whole replay each time, so its presets "
+                              "on large replays save less often")
     interval_updates: int = field(0, min=0, doc="updates between checkpoints (0 = by time only)")
     keep_last: int = field(3, min=1, doc="complete checkpoints kept")
 

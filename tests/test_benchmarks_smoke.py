@@ -123,3 +123,14 @@ def test_memory_benchmark_reads_a_real_r2d2_run_and_reports_the_sides(tmp_path, 
     assert not run["reached"] and run["final_steps"] >= 3000 and run["evals"]  # it evaluated on the way
     assert (tmp_path / "c.png").stat().st_size > 0 and json.loads((tmp_path / "m.json").read_text())["runs"]
     assert "RecurrentPPO / R2D2" not in capsys.readouterr().out  # R2D2 did not reach 475: no ratio is made up
+
+
+def test_faults_benchmark_runs_a_fault_test_and_reads_back_its_verdict_and_figure(tmp_path):
+    import faults
+
+    out = faults.main(["--only", "disk full", "--json", str(tmp_path / "f.json")])
+    row = out["faults"]["disk full during a save"]
+    assert row["injected"] == 3 and row["survived"] == 3  # one per parametrized file the disk fills on
+    assert all("previous checkpoint's hashes unchanged: True" in case["printed"][-1] for case in row["cases"])
+    assert faults._belongs("tests.faults.test_actor_faults::test_x[cartpole-ppo]", "tests/faults/test_actor_faults.py")
+    assert not faults._belongs("tests.test_checkpoint::test_y", "tests/test_checkpoint.py::test_x")

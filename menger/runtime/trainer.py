@@ -131,6 +131,8 @@ class Trainer:
                 with torch.random.fork_rng(devices=[]):
                     build_policy(*spaces, cfg.model, cfg.algo)
             except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
+                if cfg.model.network is None and isinstance(exc, ValueError):  # Menger's own: a misfit, named
+                    raise ConfigError(f"algo {cfg.algo!r} does not fit the env {cfg.env.id!r}: {exc}") from exc
                 raise ConfigError(f"model: building the network for this env failed ({type(exc).__name__}: {exc}); "
                                   "check model.network, model.kwargs and model.hidden") from exc
             self._spaces = spaces
