@@ -51,6 +51,9 @@ FAULTS = [
     Fault("an actor thread stalls in step()", "learner never blocks; the stale thread writes nothing new",
           (F + "test_actor_faults.py::test_stalled_actor_thread_neither_blocks_the_learner_nor_writes_into_a_new_"
                "incarnations_slot",)),
+    Fault("an env whose reset() hangs", "flagged after start-up grace + heartbeat timeout; run ends naming both",
+          (F + "test_actor_faults.py::test_an_actor_hanging_in_reset_is_flagged_after_its_grace_and_the_run_ends_"
+               "naming_the_deadlines",)),
     Fault("env raises in step / returns NaN", "env rebuilt / value dropped; non-finite values at the learner = 0",
           (F + "test_actor_faults.py::test_env_that_raises_or_returns_nan_is_rebuilt_and_nothing_nonfinite_reaches_"
                "the_learner",)),

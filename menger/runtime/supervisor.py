@@ -145,8 +145,11 @@ class ActorSupervisor:
 
     def _lose(self, record: ActorRecord, why: str) -> None:
         lost_frames = self.fleet.retire(record.actor_id)  # its last words may carry an error and an unroll
-        if record.last_error and why.startswith("died"):
+        reported = record.last_error and not record.last_error.startswith(("died", "stalled"))  # not our own note
+        if reported and why.startswith("died"):
             why += f": {record.last_error}"
+        else:  # it said nothing (stalled, or killed without last words): what the supervisor saw is the error
+            record.last_error = why
         record.handle = None
         record.lost += 1
         record.restarts += 1

@@ -379,3 +379,38 @@ def test_env_fault_counters_are_totals_over_every_incarnation():
     restored = FrameAccounts.from_state(accounts.state())
     restored.record(tag(0, 4), ok)  # after a resume the actors count from 0 again
     assert restored.env_totals() == {"env_rebuilt": 9}
+
+
+class HangingResetEnv(gymnasium.Env):
+    """CartPole-shaped, but every reset hangs (as an env waiting on a server that never answers)."""
+
+    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (4,), dtype=np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        time.sleep(3600)
+
+    def step(self, action):
+        raise AssertionError("never reached: reset never returns")
+
+
+def test_an_actor_hanging_in_reset_is_flagged_after_its_grace_and_the_run_ends_naming_the_deadlines(harness):
+    """A hang in reset() at start-up: no heartbeat ever comes, so the actor is flagged once its start-up grace and
+    heartbeat timeout have passed (not at the heartbeat timeout alone), the message names both settings, its
+    restarts hang too, and with none left the run ends with NoActorsError instead of waiting forever."""
+    if "menger-tests/HangingReset-v0" not in gymnasium.registry:
+        gymnasium.register("menger-tests/HangingReset-v0", entry_point=HangingResetEnv)
+    grace_s, timeout_s = 1.0, 1.0
+    config = harness.config("runtime.launcher=processes", "runtime.actors=1", "env.id=menger-tests/HangingReset-v0",
+                            f"runtime.supervision.startup_grace_s={grace_s}",
+                            f"runtime.supervision.heartbeat_timeout_s={timeout_s}",
+                            "runtime.supervision.max_restarts=1", "runtime.supervision.no_actor_deadline_s=2",
+                            "stop.target_return=null", "stop.env_frames=100000")
+    run = harness.start(config)
+    flagged_s = harness.wait_until(lambda: run.trainer.actors[0].incarnation >= 1, 60, "the hung actor to be flagged")
+    with pytest.raises(NoActorsError, match=r"startup_grace_s") as raised:
+        run.join(90)
+    print(f"hang in reset(): flagged after {flagged_s:.2f} s (grace {grace_s} s + heartbeat timeout {timeout_s} s); "
+          f"run ended after {run.ended_at - run.started_at:.1f} s: {str(raised.value)[:160]}")
+    assert grace_s <= flagged_s < grace_s + timeout_s + 10
+    assert "stalled" in str(raised.value)
