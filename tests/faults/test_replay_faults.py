@@ -13,8 +13,9 @@ def test_an_actor_killed_mid_write_leaves_no_half_written_item_to_sample(harness
                             f"runtime.envs_per_actor={ENVS}", "stop.target_return=null", "stop.env_frames=12000",
                             "replay.min_size=256", "replay.max_size=2048", "eval.interval_s=0", preset="cartpole-apex")
     run = harness.start(config)
-    harness.wait_until(lambda: hasattr(run.trainer, "transport"), 60, "the transport")
     coordinator = run.trainer.coordinator
+    # the tables are built when the coordinator is attached to the transport, just after the transport exists
+    harness.wait_until(lambda: coordinator.tables is not None, 60, "the replay tables")
     violations, batches = [], [0]
     sample = coordinator.tables.sample
 
