@@ -115,9 +115,11 @@ def test_an_env_whose_constructor_hangs_ends_the_run_with_an_error_not_a_freeze(
                                               "runtime.supervision.startup_grace_s=1", "log.tensorboard=false"])
     started = time.monotonic()
     try:
-        with pytest.raises(EnvStartTimeout, match=r"'menger-tests/Hanging-v0'.*1 s.*startup_grace_s"):
+        with pytest.raises(EnvStartTimeout, match=r"'menger-tests/Hanging-v0'.*1 s.*startup_grace_s") as raised:
             Trainer(config, tmp_path / "run", launcher=make_launcher(config.runtime)).run()
-        assert time.monotonic() - started < 30
+        elapsed = time.monotonic() - started
+        print(f"constructor hangs: the run ended after {elapsed:.1f} s (deadline 1 s): {str(raised.value)[:120]}")
+        assert elapsed < 30
     finally:
         release.set()
 

@@ -88,6 +88,7 @@ def test_resume_or_train_on_a_live_run_is_refused_with_the_owners_pid(harness):
         refused = harness.run_menger(*args, "--no-progress", timeout_s=60)
         assert refused.returncode == 1, refused.stderr
         assert f"in use by another training process (pid {learner.pid})" in refused.stderr
+    print(f"a second {args[0]} on a live run: exit {refused.returncode}: {refused.stderr.strip()[:140]}")
     assert learner.poll() is None, "the refused command disturbed the live run"
     learner.send_signal(signal.SIGTERM)
     assert learner.wait(60) == 128 + signal.SIGTERM

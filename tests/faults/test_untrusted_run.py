@@ -42,6 +42,8 @@ def test_menger_eval_and_resume_refuse_it_with_a_clear_message_and_exit_1(harnes
         assert done.returncode == 1, done.stderr
         assert "names code that opening it would import: env.id='os:system'" in done.stderr
         assert "Traceback" not in done.stderr
+    print(f"menger {command[0]} on a run naming os:system: exit 1, command run: {marker.exists()}; "
+          f"{done.stderr.strip()[:140]}")
     assert not marker.exists()
 
 
