@@ -126,6 +126,10 @@ class Learner(ABC):
         self.policy, self.cfg, self.device = policy.to(device), cfg, device
         self.params = [p for p in self.policy.parameters() if p.requires_grad]  # walked once, not per step
         self.total_frames = total_frames
+        # The linear LR schedule as a line from (from_frames, from_lr) to 0 at to_frames; a resume that moves the
+        # end re-anchors it where the run was, so the LR never jumps (`load_state_dict`).
+        self.schedule = {"base_lr": float(cfg.lr), "from_frames": 0, "from_lr": float(cfg.lr),
+                         "to_frames": int(total_frames or 0), "frames": 0}
         self.amp = amp
         self.generator = torch.Generator().manual_seed(seed)
         self.updates = 0
@@ -138,12 +142,27 @@ class Learner(ABC):
         return Adam(self.params, lr=self.cfg.lr, eps=self.cfg.adam_eps)
 
     def _set_lr(self, frames: int) -> float:
-        lr = self.cfg.lr
-        if self.cfg.lr_schedule == "linear" and self.total_frames:
-            lr *= max(0.0, 1.0 - frames / self.total_frames)
+        lr = self._scheduled_lr(self.schedule, frames)
+        self.schedule["frames"] = int(frames)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         return lr
+
+    def _scheduled_lr(self, schedule: dict, frames: int) -> float:
+        if self.cfg.lr_schedule != "linear" or not schedule["to_frames"]:
+            return self.cfg.lr
+        span = schedule["to_frames"] - schedule["from_frames"]
+        return schedule["from_lr"] * max(0.0, (schedule["to_frames"] - frames) / span) if span > 0 else 0.0
+
+    def _continue_schedule(self, saved: dict) -> dict:
+        """The saved schedule, or, where this run's end (stop.env_frames) or base LR differs from it, a line from
+        the LR the run had reached (or the newly set LR) at its last update to 0 at the new end."""
+        end = int(self.total_frames or 0)
+        if saved["to_frames"] == end and saved["base_lr"] == float(self.cfg.lr):
+            return dict(saved)
+        at = int(saved["frames"])
+        lr = self._scheduled_lr(saved, at) if saved["base_lr"] == float(self.cfg.lr) else float(self.cfg.lr)
+        return {"base_lr": float(self.cfg.lr), "from_frames": at, "from_lr": lr, "to_frames": end, "frames": at}
 
     def _autocast(self):
         if not self.amp:
@@ -173,13 +192,15 @@ class Learner(ABC):
 
     def state_dict(self) -> dict:
         return {"model": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "updates": self.updates}
+                "generator": self.generator.get_state(), "updates": self.updates, "lr_schedule": dict(self.schedule)}
 
     def load_state_dict(self, state: dict) -> None:
         self.policy.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
+        if "lr_schedule" in state:  # checkpoints of earlier versions: the schedule restarts from this run's config
+            self.schedule = self._continue_schedule(state["lr_schedule"])
 
 
 class PPOLearner(Learner):

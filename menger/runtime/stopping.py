@@ -18,25 +18,47 @@ class StopRules:
         evaluation's mean return instead of the training episodes' (apex, sac: their actors explore)."""
         self.stop, self.use_eval = stop, use_eval
         self.nonfinite_in_a_row = 0
+        self.set_aside: set[str] = set()  # rules a resume moved past (see `resumed`)
 
-    def after_update(self, accounts, elapsed_s: float, requested: bool, eval_return: float | None = None) -> str | None:
-        """The reason to stop now, if any: requested, target_return, env_frames or wall_clock."""
-        stop = self.stop
-        if requested:
-            return "requested"
+    def met(self, accounts, elapsed_s: float, eval_return: float | None = None) -> list[str]:
+        """Every rule that holds now: target_return, env_frames, wall_clock (whether set aside or not)."""
+        stop, out = self.stop, []
         if stop.target_return is not None:
             mean = eval_return if self.use_eval else accounts.mean_return(stop.window)
             if mean is not None and mean >= stop.target_return:
-                return "target_return"
+                out.append("target_return")
         if stop.env_frames is not None and accounts.accepted >= stop.env_frames:
-            return "env_frames"
-        return self.while_waiting(elapsed_s, False)
+            out.append("env_frames")
+        if stop.wall_clock_s is not None and elapsed_s >= stop.wall_clock_s:
+            out.append("wall_clock")
+        return out
+
+    def resumed(self, accounts, elapsed_s: float, eval_return: float | None, changed: set[str]) -> list[str]:
+        """A resume whose overrides moved a stop rule continues training: the rules already met that it left
+        as they were are set aside for this run (the user asked for more), and returned. A resume that changed
+        no stop rule sets nothing aside: a rule already met stops it at once."""
+        if not any(key.startswith("stop.") for key in changed):
+            return []
+        keys = {"target_return": ("stop.target_return", "stop.window"), "env_frames": ("stop.env_frames",),
+                "wall_clock": ("stop.wall_clock_s",)}
+        self.set_aside = {rule for rule in self.met(accounts, elapsed_s, eval_return)
+                          if not any(key in changed for key in keys[rule])}
+        return sorted(self.set_aside)
+
+    def after_update(self, accounts, elapsed_s: float, requested: bool, eval_return: float | None = None) -> str | None:
+        """The reason to stop now, if any: requested, target_return, env_frames or wall_clock."""
+        if requested:
+            return "requested"
+        for rule in self.met(accounts, elapsed_s, eval_return):
+            if rule not in self.set_aside:
+                return rule
+        return None
 
     def while_waiting(self, elapsed_s: float, requested: bool) -> str | None:
         """Between updates only time and a request can end the run (returns and frames move with updates)."""
         if requested:
             return "requested"
-        if self.stop.wall_clock_s is not None and elapsed_s >= self.stop.wall_clock_s:
+        if self.stop.wall_clock_s is not None and elapsed_s >= self.stop.wall_clock_s and "wall_clock" not in self.set_aside:
             return "wall_clock"
         return None
 

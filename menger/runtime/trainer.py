@@ -147,6 +147,7 @@ class Trainer:
         cfg, rt = self.cfg, self.cfg.runtime
         obs_space, action_space = self.preflight()  # before any file is written
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        saved_config = _saved_config(self.run_dir) if self.resume else None  # before this run's replaces it
         dump_yaml(to_dict(cfg), self.run_dir / "config.yaml")
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last)
         torch.manual_seed(rt.seed)
@@ -164,7 +165,7 @@ class Trainer:
         if cfg.eval_interval_s > 0:
             self.evaluator = Evaluator(cfg, obs_space, action_space)
         if self.resume:
-            self._restore()
+            self._restore(saved_config)
         self.learner_group.attach(self.learner)  # ranks 1..N-1 take rank 0's parameters
         self._publish()
         self.inference: InferenceBackend = self.launcher.start_inference(self.learner.policy, self.transport,
@@ -274,7 +275,7 @@ class Trainer:
             self._receive(timeout=0.01)
         return dict(self._snapshots)
 
-    def _restore(self) -> None:
+    def _restore(self, saved_config: dict | None = None) -> None:
         checkpoint = self.checkpoints.load_latest()
         if checkpoint is None:
             raise RuntimeError(f"nothing to resume in {self.run_dir}: it has no checkpoint")
@@ -291,8 +292,21 @@ class Trainer:
             self.evaluator.load_state(state["evaluator"])
             self.eval_stats = self.evaluator.last
         self._saved_step = self.learner.updates
-        log.info("resumed from %s (update %d, %d frames)", checkpoint.path.name, self.learner.updates,
-                 self.accounts.accepted)
+        log.info("resumed from %s (update %d, %d frames, parameter version %d)", checkpoint.path.name,
+                 self.learner.updates, self.accounts.accepted, self.version)
+        changes = _config_changes(saved_config, to_dict(self.cfg)) if saved_config is not None else {}
+        for key, (old, new) in changes.items():
+            log.info("config changed for this resume: %s: %r -> %r", key, old, new)
+        eval_return = self.eval_stats.get("eval/return_mean") if self.eval_stats else None
+        met = self.stop_rules.met(self.accounts, self.wall_offset, eval_return)
+        set_aside = self.stop_rules.resumed(self.accounts, self.wall_offset, eval_return, set(changes))
+        if set_aside:
+            log.info("already met when the run stopped, set aside for this resume (a stop rule was moved, so "
+                     "training goes on): %s", ", ".join(set_aside))
+        elif met:
+            log.warning("already met when the run stopped: %s, so this resume stops at once; move a stop rule "
+                        "to go on (e.g. --set stop.env_frames=N, stop.target_return=R, stop.wall_clock_s=S)",
+                        ", ".join(met))
 
     # ----- metrics, observers, shutdown -------------------------------------------------------------------
     def _maybe_log(self) -> None:
@@ -322,6 +336,29 @@ class Trainer:
                 getattr(self, part).close()
         self.coordinator.close()
         self.launcher.shutdown()
+
+
+def _saved_config(run_dir: Path) -> dict | None:
+    """The run directory's config before a resume rewrites it, normalised (None when it cannot be read)."""
+    from menger.config import from_dict, load_yaml
+    from menger.experiment import migrate_legacy_keys
+
+    try:
+        return to_dict(from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(run_dir / "config.yaml"))))
+    except (OSError, ConfigError):
+        return None
+
+
+def _config_changes(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
+    """{dotted key: (old, new)} for every leaf that differs between two config dicts."""
+    out = {}
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict) and key not in ("kwargs",):
+            out.update(_config_changes(a, b, f"{prefix}{key}."))
+        elif a != b:
+            out[f"{prefix}{key}"] = (a, b)
+    return out
 
 
 def probe_spaces(env, seed: int, timeout_s: float):

@@ -79,7 +79,7 @@ def test_sigkill_the_learner_then_resume_from_the_newest_checkpoint_with_counter
           f"{after[0]['time/env_frames']} -> {after[-1]['time/env_frames']} frames")
     assert len(actors) == 2
     assert done.returncode == 0, done.stderr
-    assert f"resumed from {name} (update {updates}, {frames} frames)" in done.stderr
+    assert f"resumed from {name} (update {updates}, {frames} frames, " in done.stderr
     assert after[0]["learner/updates"] >= updates and after[0]["time/env_frames"] >= frames
     assert after[-1]["learner/updates"] > updates and after[-1]["time/env_frames"] >= frames + more
     assert updates_logged - updates <= 2 * CHECKPOINT_EVERY  # a save cut short by the kill costs one more interval
@@ -145,7 +145,7 @@ def test_damaged_newest_checkpoint_is_detected_and_resume_falls_back_to_the_prev
             result = api.resume(run_dir, [f"stop.env_frames={frames + 256}"])
         messages = " ".join(str(warning.message) for warning in warned)
         named = newest.name in messages
-        resumed_line = f"resumed from {previous.name} (update {updates}, {frames} frames)"
+        resumed_line = f"resumed from {previous.name} (update {updates}, {frames} frames, "
         detected += named and resumed_line in caplog.text
         print(f"{kind}: fell back from {newest.name} to {previous.name}; the warning names the damaged one: {named}; "
               f"updates {updates} -> {result.final_metrics['learner/updates']}")
