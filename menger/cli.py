@@ -65,6 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
+    ex = sub.add_parser("export", help="write a trained policy as one file that runs with torch alone")
+    ex.add_argument("run_dir")
+    ex.add_argument("--format", default="torchscript", help="torchscript (the only format so far)")
+    ex.add_argument("--out", help="where to write it (default RUN_DIR/policy.pt)")
+    ex.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
+                    help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
+
     pl = sub.add_parser("plot", help="write plot.png of a run: return, throughput, policy lag")
     pl.add_argument("run_dir")
     pl.add_argument("--out")
@@ -181,6 +188,14 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from menger.export import export_policy
+
+    path = export_policy(args.run_dir, args.out, args.format, allow_import=args.allow_import)
+    print(f"wrote {path}: torch.jit.load it and call it on a batch of observations (see menger/export.py)")
+    return 0
+
+
 def cmd_plot(args) -> int:
     from menger.plot import plot_run
 
@@ -209,7 +224,8 @@ def cmd_config(args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "plot": cmd_plot, "presets": cmd_presets,
+COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "export": cmd_export, "plot": cmd_plot,
+            "presets": cmd_presets,
             "config": cmd_config}
 
 

@@ -46,7 +46,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
     (4, "launch", ("menger.launch",)),
     # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool.
-    (5, "api", ("menger.api", "menger.tune", "menger.evaluate")),  # tune: planned
+    (5, "api", ("menger.api", "menger.tune", "menger.evaluate", "menger.export")),  # tune: planned
     (6, "apps", ("menger.apps",)),
     # supervise (`menger train --supervise`) runs the command line itself as a child process.
     (7, "cli", ("menger.cli", "menger.supervise")),
