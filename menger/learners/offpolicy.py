@@ -48,7 +48,18 @@ class DQNLearner:
 
     def update(self, batch: dict, frames: int) -> dict:
         cfg = self.cfg
-        batch = _to_device(batch, self.device)
+        loss, priorities, stats = self.loss(_to_device(batch, self.device))
+        grad_norm = _apply(self.optimizer, self.params, loss, cfg.max_grad_norm)
+        self.updates += 1
+        if self.updates % cfg.target_update_interval == 0:
+            self.target.load_state_dict(self.policy.state_dict())
+        out = {k: float(v) for k, v in stats.items()}
+        out.update(loss=float(loss.detach()), grad_norm=float(grad_norm), priorities=priorities.cpu().numpy())
+        return out
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """(loss, the items' new priorities, stats) of a batch on the learner's device."""
+        cfg = self.cfg
         obs, next_obs = _obs_float(batch["obs"]), _obs_float(batch["next_obs"])
         rewards = batch["rewards"]
         if cfg.reward_clip is not None:  # of the n-step sum: the items carry no single rewards
@@ -59,15 +70,7 @@ class DQNLearner:
                 targets = double_q_targets(self.policy(next_obs), q_next_target, rewards, batch["discounts"])
             else:
                 targets = q_learning_targets(q_next_target, rewards, batch["discounts"])
-        q = self.policy(obs)
-        loss, priorities, stats = dqn_loss(q, batch["actions"], targets, batch["weights"], loss=cfg.loss)
-        grad_norm = _apply(self.optimizer, self.params, loss, cfg.max_grad_norm)
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self.target.load_state_dict(self.policy.state_dict())
-        out = {k: float(v) for k, v in stats.items()}
-        out.update(loss=float(loss.detach()), grad_norm=float(grad_norm), priorities=priorities.cpu().numpy())
-        return out
+        return dqn_loss(self.policy(obs), batch["actions"], targets, batch["weights"], loss=cfg.loss)
 
     def state_dict(self) -> dict:
         return {"model": self.policy.state_dict(), "target": self.target.state_dict(),
@@ -87,18 +90,7 @@ class R2D2Learner(DQNLearner):
     the actor stored and unroll the whole sequence; the first `burn_in` steps of each only refresh that state
     (their values are out of the loss and the state is detached after them, so no gradient reaches them). The
     n-step double-Q targets are on rescaled values, and a sequence's new priority mixes its max and mean |TD|.
-    Everything else (target copies, optimizer, state) is `DQNLearner`'s."""
-
-    def update(self, batch: dict, frames: int) -> dict:
-        cfg = self.cfg
-        loss, priorities, stats = self.loss(_to_device(batch, self.device))
-        grad_norm = _apply(self.optimizer, self.params, loss, cfg.max_grad_norm)
-        self.updates += 1
-        if self.updates % cfg.target_update_interval == 0:
-            self.target.load_state_dict(self.policy.state_dict())
-        out = {k: float(v) for k, v in stats.items()}
-        out.update(loss=float(loss.detach()), grad_norm=float(grad_norm), priorities=priorities.cpu().numpy())
-        return out
+    Everything else (the step, target copies, optimizer, state) is `DQNLearner`'s."""
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, dict]:
         """(loss, the sequences' new priorities, stats) of a batch on the learner's device."""
