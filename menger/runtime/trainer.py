@@ -22,12 +22,12 @@ from pathlib import Path
 import torch
 
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
-from menger.config import ConfigError, dump_yaml, to_dict
+from menger.config import ConfigError, dump_yaml, from_dict, load_yaml, to_dict
 from menger.coordinator import make_coordinator
 from menger.core import InferenceBackend, Launcher, Transport
 from menger.device import resolve_device
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
-from menger.experiment import ExperimentConfig
+from menger.experiment import ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
@@ -340,9 +340,6 @@ class Trainer:
 
 def _saved_config(run_dir: Path) -> dict | None:
     """The run directory's config before a resume rewrites it, normalised (None when it cannot be read)."""
-    from menger.config import from_dict, load_yaml
-    from menger.experiment import migrate_legacy_keys
-
     try:
         return to_dict(from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(run_dir / "config.yaml"))))
     except (OSError, ConfigError):
