@@ -128,9 +128,10 @@ class Policy:
         self.network, self.config = network.eval(), config
         self.state = None
 
-    def act(self, obs, deterministic: bool = True) -> np.ndarray:
+    def act(self, obs, deterministic: bool = True):
         """Actions for a batch of observations [N, *obs_shape] (or a dict of such), or for one observation
-        (*obs_shape: the action alone comes back)."""
+        (*obs_shape: the action alone comes back), in the env's action space: an array [N, ...] (Box actions
+        clipped to the bounds), or a list of N tuples or dicts for a Tuple or Dict space."""
         from menger.models import obs_to_tensors
 
         if self._single(obs):
@@ -144,11 +145,7 @@ class Policy:
             self.state = self.network.initial_state(batch)
         out = self.network.act(tensors, self.state, deterministic=deterministic)
         self.state = out.state
-        action = out.action.numpy()
-        if not self.network.discrete:
-            space = self.network.action_space
-            action = np.clip(action, space.low, space.high)
-        return action
+        return self.network.codec.to_env(out.action.numpy())
 
     def _single(self, obs) -> bool:
         """One observation rather than a batch: its shape is the observation space's own."""

@@ -7,7 +7,10 @@
                                               # at an episode's start; zero a row's state where its episode ended
 
 The actions are the deterministic ones `menger eval` and `menger.api.load_policy` take: the most likely (or
-greedy) action for Discrete spaces, the mean (clipped to the space) for Box. The file also carries
+greedy) action for Discrete spaces, the mean (clipped to the space) for Box. MultiDiscrete, MultiBinary, Tuple
+and Dict spaces give one flat action [N, width] (int64, or float32 with a Box component), each component in its
+columns: `menger.json`'s `action_layout` lists them (key, space, start, stop), the Q-learners' joint action
+given back as its components. The file also carries
 `menger.json` (torch.jit.load(path, _extra_files={"menger.json": ""})): the observation and action spaces, the
 algorithm, the recurrent state's size and the checkpoint it came from.
 """
@@ -41,10 +44,20 @@ class _Deterministic(nn.Module):
         if self.box:
             self.register_buffer("low", torch.as_tensor(space.low, dtype=torch.float32))
             self.register_buffer("high", torch.as_tensor(space.high, dtype=torch.float32))
+        sizes = network.codec.joint_sizes  # a Q network's joint Discrete: give each component's index
+        self.joint = bool(sizes)
+        if self.joint:
+            strides = [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
+            self.register_buffer("strides", torch.tensor(strides, dtype=torch.int64))
+            self.register_buffer("sizes", torch.tensor(sizes, dtype=torch.int64))
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None):
         out = self.network.act(obs, state, deterministic=True)
-        action = torch.maximum(torch.minimum(out.action, self.high), self.low) if self.box else out.action
+        action = out.action
+        if self.box:
+            action = torch.maximum(torch.minimum(action, self.high), self.low)
+        if self.joint:
+            action = torch.div(action.unsqueeze(-1), self.strides, rounding_mode="floor") % self.sizes
         return (action, out.state) if self.recurrent else action
 
 
@@ -74,9 +87,22 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": "menger.export/1", "algo": policy.config.algo, "env": policy.config.env.id,
             "obs_shape": list(space.shape), "obs_dtype": str(np.dtype(space.dtype)),
-            "action_space": str(network.action_space), "lstm_size": int(getattr(network, "lstm_size", 0)),
+            "action_space": str(network.codec.env_space), "action_layout": _layout(network.codec),
+            "lstm_size": int(getattr(network, "lstm_size", 0)),
             "run_dir": str(run_dir)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.jit.save(traced, str(path), _extra_files={"menger.json": json.dumps(meta)})
     return path
+
+
+def _layout(codec) -> list[dict]:
+    """Where each component of the env's action sits in the exported action [N, width] (key, space, columns);
+    empty for a Discrete or Box space, whose actions are the space's own."""
+    if codec.whole:
+        return []
+    at, out = 0, []
+    for leaf in codec.leaves:
+        out.append({"key": leaf.key, "space": str(leaf.space), "start": at, "stop": at + leaf.width})
+        at += leaf.width
+    return out

@@ -21,7 +21,6 @@ cached parameters (`LocalActions`), or a central inference service's client (`ru
 """
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
@@ -46,7 +45,7 @@ class Actor:
         self.generator = torch.Generator().manual_seed(seed)
         self.version = -1
         self.sequence = 0
-        self.box_actions = isinstance(envs.single_action_space, gym.spaces.Box)
+        self.codec = policy.codec  # the network's actions -> the env's (clipped Box entries, joint indices, tuples)
         self.slots = [port.slot(i) for i in range(port.num_slots())]
         self.state = policy.initial_state(self.num_envs)
         self.actions = actions or LocalActions(policy, port.params, self.generator)  # or central (SEED RL)
@@ -89,7 +88,6 @@ class Actor:
         # Where the recurrent state restarts: after an episode's end, where the next observation is the new
         # episode's first; with NEXT_STEP autoreset that is after the (invalid) reset step, so the episode's last
         # observation is still seen with its own state (what a truncation bootstraps from).
-        low, high = (self.envs.single_action_space.low, self.envs.single_action_space.high) if self.box_actions else (0, 0)
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
         faulty = 0  # episodes a fault ended: counted, kept out of the returns and the stop rule
@@ -98,7 +96,7 @@ class Actor:
                 stored[t // self.sequence_period].copy_(self.state)
             out = self.actions.act(_obs_input(obs_views, t), self.state if recurrent else None)
             action = out.action.numpy()
-            result = self.envs.step(np.clip(action, low, high) if self.box_actions else action)
+            result = self.envs.step(self.codec.to_env(action))
             self.port.beat(self.actor_id, (t + 1) * self.num_envs)  # before writing: the fence for stale actors
             actions[t] = action
             logp[t] = out.logp.numpy()

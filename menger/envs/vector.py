@@ -128,6 +128,9 @@ class NativeVecEnv:
         return self._reset_all(seed)
 
     def step(self, actions: np.ndarray) -> StepResult:
+        if isinstance(actions, list):  # one tuple or dict per env (Tuple, Dict actions): the vector env's batch
+            actions = concatenate(self.single_action_space, actions,
+                                  create_empty_array(self.single_action_space, self.num_envs))
         try:
             obs, reward, terminated, truncated, _ = self._env.step(actions)
         except Exception as exc:  # any failure inside the env: rebuild it whole

@@ -27,6 +27,7 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from menger.inference.service import InferenceService, batched_act
 from menger.models.policy import ActOutput
+from menger.transport.shm import action_field
 
 
 def _request_obs_dtype(space: gym.Space) -> torch.dtype:
@@ -68,10 +69,8 @@ class InferenceSlots:
             obs = {key: shared((a, b, *space.shape), torch.float32) for key, space in obs_space.spaces.items()}
         else:
             obs = shared((a, b, *obs_space.shape), _request_obs_dtype(obs_space))
-        if isinstance(action_space, gym.spaces.Discrete):
-            actions = shared((a, b), torch.int64)
-        else:
-            actions = shared((a, b, *action_space.shape), torch.float32)
+        shape, dtype = action_field(action_space)
+        actions = shared((a, b, *shape), dtype)
         context = mp.get_context("fork")
         return cls(obs=obs, core_state=shared((a, 2, b, lstm_size), torch.float32), actions=actions,
                    logp=shared((a, b), torch.float32), next_state=shared((a, 2, b, lstm_size), torch.float32),

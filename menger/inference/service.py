@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import threading
 import time
 
@@ -18,21 +17,14 @@ log = logging.getLogger("menger.inference")
 
 
 def sample_actions(policy, out: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """`Policy.act`'s sampling on CPU logits: Gumbel-max for categorical, a Gaussian for Box actions.
+    """`Policy.act`'s sampling on CPU parameters (`policy.head`, the action distribution: Gumbel-max for
+    categoricals, Gaussians for Box actions, their product for the other spaces).
 
     Kept on the CPU whatever the device of the forward, so one seeded CPU generator serves every device
     (the unit tests check it against `Policy.act`).
     """
-    if policy.discrete:
-        logp_all = torch.log_softmax(out, dim=-1)
-        u = torch.rand(out.shape, generator=generator).clamp_(1e-10, 1.0)
-        action = (logp_all - torch.log(-torch.log(u))).argmax(-1)
-        return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-    log_std = policy.log_std.detach().float().cpu()
-    action = out + log_std.exp() * torch.randn(out.shape, generator=generator)
-    z = (action - out) / log_std.exp()
-    logp = (-0.5 * z.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-    return action, logp
+    log_std = policy.log_std.detach().float().cpu() if policy.head.num_gaussian else None
+    return policy.head.sample(out, log_std, generator)
 
 
 @torch.no_grad()

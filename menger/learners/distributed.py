@@ -35,6 +35,7 @@ import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector
 
 from menger.device import resolve_device
+from menger.models.actions import ActionCodec
 from menger.transport import UnrollBuffers, UnrollSpec
 
 log = logging.getLogger("menger.learners")
@@ -251,7 +252,8 @@ class LearnerGroup:
             log.warning("%d learners share %d GPU(s): using gloo (nccl needs one GPU per learner)",
                         learners, torch.cuda.device_count())
         share = -(-config.batch_columns // learners)
-        spec = UnrollSpec(obs_space, action_space, rt.unroll_length, share, config.model.lstm_size)
+        spec = UnrollSpec(obs_space, ActionCodec(action_space, config.algo).space, rt.unroll_length, share,
+                          config.model.lstm_size)
         rendezvous, context = _rendezvous_file(), mp.get_context("fork")
         parameter_count = _parameter_count(config, obs_space, action_space)
         group = cls(config, backend=backend)

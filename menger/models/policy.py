@@ -5,8 +5,19 @@ Two entry points, one for each side of the data path:
 * `act` (actors): one step for a batch of B envs, sampling actions with a seeded generator.
 * `evaluate` (learner): a whole unroll [T+1, B] at once, giving log-probabilities, entropies and values.
 
-Discrete actions (categorical, with an optional `action_mask` observation entry) and Box actions (diagonal
-Gaussian with a state-independent log-std) are supported.
+The action head is `menger.models.actions.ActionHead`: a categorical for Discrete actions (with an optional
+`action_mask` observation entry, also for MultiDiscrete: one flag per class of every dimension), a diagonal
+Gaussian with a state-independent log-std for Box actions, and the product of such factors for MultiDiscrete,
+MultiBinary and a Tuple or Dict of them.
+
+A custom network (`model.network: package.module:Class`, built as `Class(obs_space, action_space, **kwargs)`)
+is one of two kinds:
+
+* an *encoder*, when it has a `features_dim` attribute: `forward(obs) -> features [N, features_dim]`. Menger
+  puts its LSTM core (model.lstm_size), the action head and the value head on top: any action space.
+* a *policy network* otherwise: `forward(obs) -> (params [N, P], value [N])`, `P = num_action_params(space)`:
+  the logits of Discrete actions, the mean of Box ones (Menger owns the log-std), the concatenation of the
+  components' for the others. No LSTM core: give the network a `features_dim` for one.
 """
 from __future__ import annotations
 
@@ -18,9 +29,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from menger.models.actions import MASKED_LOGIT, ActionCodec, ActionHead
 from menger.models.encoders import MASK_KEY, MLPEncoder, build_encoder
-
-MASKED_LOGIT = -1e9
 
 
 class ActOutput(NamedTuple):
@@ -46,6 +56,11 @@ def obs_to_tensors(obs, device: torch.device | str = "cpu"):
     return t.to(device, non_blocking=True)
 
 
+def num_action_params(action_space: gym.Space) -> int:
+    """P, the width of the action-distribution parameters a custom policy network returns for `action_space`."""
+    return ActionHead(ActionCodec(action_space).leaves).num_params
+
+
 def _load_network(spec: str):
     module_name, _, attr = spec.partition(":")
     if not attr:
@@ -62,36 +77,61 @@ class Policy(nn.Module):
                  network: str | None = None, network_kwargs: dict | None = None, init_log_std: float = 0.0,
                  separate_value: bool = True):
         super().__init__()
-        self.obs_space, self.action_space = obs_space, action_space
+        self.codec = ActionCodec(action_space, "ppo")  # refuses what no policy-gradient head can act in
+        self.obs_space, self.action_space = obs_space, self.codec.space
+        self.head = ActionHead(self.codec.leaves)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
-        if not self.discrete and not isinstance(action_space, gym.spaces.Box):
-            raise ValueError(f"unsupported action space {action_space}: Menger supports Discrete and Box actions")
         self.has_mask = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces
+        if self.has_mask and self.head.categorical_only:
+            _check_mask(obs_space[MASK_KEY], self.head.num_params, action_space)
+        self.masks = self.has_mask and self.head.categorical_only
         self.lstm_size = lstm_size
         self.custom, self.core, self.value_encoder = None, None, None
         if network:
-            if lstm_size:
-                raise ValueError("model.lstm_size cannot be combined with a custom model.network")
-            self.custom = _load_network(network)(obs_space, action_space, **(network_kwargs or {}))
-            if not self.discrete:
-                raise ValueError("a custom model.network is supported for Discrete actions only")
-            return
-        self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation)
+            user = _load_network(network)(obs_space, action_space, **(network_kwargs or {}))
+            if getattr(user, "features_dim", None) is None:  # a whole policy network: its own heads
+                if lstm_size:
+                    raise ValueError(f"model.network {network!r} returns (params, value), so it cannot sit in front "
+                                     "of Menger's LSTM core (model.lstm_size); give it a `features_dim` attribute and "
+                                     "return features [N, features_dim]: Menger then adds the core and the heads")
+                self.custom = user
+                if self.head.num_gaussian:
+                    self.log_std = nn.Parameter(torch.full((self.head.num_gaussian,), float(init_log_std)))
+                self._check_custom(network)
+                return
+            self.encoder, separate_value = user, False
+        else:
+            self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation)
         # A separate value encoder (as CleanRL and SB3 do for MLPs) stabilises PPO on small control tasks.
         self.value_encoder = (
             build_encoder(obs_space, "mlp", tuple(hidden), activation)
             if separate_value and not lstm_size and isinstance(self.encoder, MLPEncoder) else None
         )
-        feat = self.encoder.out_dim
+        feat = int(self.encoder.features_dim if network else self.encoder.out_dim)
         self.core = nn.LSTMCell(feat, lstm_size) if lstm_size else None
         if lstm_size:
             feat = lstm_size
-        n_out = action_space.n if self.discrete else int(np.prod(action_space.shape))
-        self.pi = nn.Linear(feat, n_out)
+        self.pi = nn.Linear(feat, self.head.num_params)
         self.v = nn.Linear(self.value_encoder.out_dim if self.value_encoder is not None else feat, 1)
-        if not self.discrete:
-            self.log_std = nn.Parameter(torch.full((n_out,), float(init_log_std)))
-        _orthogonal_init(self)
+        if self.head.num_gaussian:
+            self.log_std = nn.Parameter(torch.full((self.head.num_gaussian,), float(init_log_std)))
+        _orthogonal_init(self, skip=self.encoder if network else None)
+
+    def _check_custom(self, network: str) -> None:
+        """One forward on zeros: a network whose outputs do not fit the action space fails here, saying so."""
+        zeros = gym.vector.utils.create_empty_array(self.obs_space, 2, fn=np.zeros)
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            out = self.custom(obs_to_tensors(zeros))
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise ValueError(f"model.network {network!r} must return (params [N, P], value [N]), or have a "
+                             "`features_dim` attribute and return features; it returned "
+                             f"{type(out).__name__}")
+        params, value = out
+        if tuple(params.shape) != (2, self.head.num_params) or tuple(value.shape) != (2,):
+            raise ValueError(f"model.network {network!r} returned params {tuple(params.shape)} and value "
+                             f"{tuple(value.shape)} for 2 observations; {self.codec.env_space} needs params "
+                             f"(2, {self.head.num_params}) (logits of discrete components, means of Box ones: "
+                             "menger.models.num_action_params) and value (2,)")
 
     # ----- shared pieces -------------------------------------------------------------------
     def initial_state(self, batch: int) -> torch.Tensor:
@@ -103,62 +143,45 @@ class Policy(nn.Module):
         return out, self.v(src).squeeze(-1)
 
     def _masked(self, logits: torch.Tensor, obs) -> torch.Tensor:
-        if self.has_mask:
+        if self.masks:
             logits = logits.masked_fill(obs[MASK_KEY] < 0.5, MASKED_LOGIT)
         return logits
 
+    @property
+    def _log_std(self) -> torch.Tensor | None:
+        return self.log_std if self.head.num_gaussian else None
+
     def logp_entropy(self, out: torch.Tensor, actions: torch.Tensor):
-        if self.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
-            logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            probs = logp_all.exp()
-            entropy = -(probs * logp_all.clamp_min(MASKED_LOGIT)).sum(-1)
-            return logp, entropy
-        std = self.log_std.exp()
-        z = (actions - out) / std
-        logp = (-0.5 * z.pow(2) - self.log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
-        entropy = (0.5 + 0.5 * np.log(2 * np.pi) + self.log_std).sum().expand(out.shape[:-1])
-        return logp, entropy
+        """log pi(actions) and the entropy, each [...]: sums over the factors of the action distribution."""
+        return self.head.log_prob_entropy(out, self._log_std, actions)
 
     def forward(self, obs, state: torch.Tensor | None = None):
-        """One step: (action-distribution parameters [N, A], value [N], next core state)."""
+        """One step: (action-distribution parameters [N, P], value [N], next core state)."""
         if self.custom is not None:
-            logits, value = self.custom(obs)
-            return self._masked(logits, obs), value, state
+            out, value = self.custom(obs)
+            return self._masked(out, obs), value, state
         features = self.encoder(obs)
         if self.core is not None:
             h, c = self.core(features, (state[0], state[1]))
             features, state = h, torch.stack([h, c])
         out, value = self._heads(obs, features)
-        return (self._masked(out, obs) if self.discrete else out), value, state
+        return self._masked(out, obs), value, state
 
     def action_params(self, obs, state: torch.Tensor | None = None):
         """The action head alone (no value): what acting needs, about a third cheaper with a separate value MLP."""
         if self.custom is not None or self.value_encoder is None:
             out, _, state = self.forward(obs, state)
             return out, state
-        out = self.pi(self.encoder(obs))
-        return (self._masked(out, obs) if self.discrete else out), state
+        return self._masked(self.pi(self.encoder(obs)), obs), state
 
     # ----- actor side ----------------------------------------------------------------------
     @torch.no_grad()
     def act(self, obs, state: torch.Tensor | None = None, *, deterministic: bool = False,
             generator: torch.Generator | None = None) -> ActOutput:
+        """Actions in `self.action_space` (`self.codec.to_env` turns them into the env's), sampled with
+        `generator` (categoricals by Gumbel-max: one fused draw per factor), or each factor's mode."""
         out, state = self.action_params(obs, state)
-        if self.discrete:
-            logp_all = torch.log_softmax(out, dim=-1)
-            if deterministic:
-                action = out.argmax(-1)
-            else:  # Gumbel-max: one fused sample for the whole batch, seeded by the actor's generator
-                u = torch.rand(out.shape, generator=generator).clamp_(1e-10, 1.0)
-                action = (logp_all - torch.log(-torch.log(u))).argmax(-1)
-            logp = logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
-            return ActOutput(action, logp, state)
-        if deterministic:
-            action = out
-        else:
-            action = out + self.log_std.exp() * torch.randn(out.shape, generator=generator)
-        logp, _ = self.logp_entropy(out, action)
+        action, logp = self.head.sample(out, self._log_std, generator, deterministic)
         return ActOutput(action, logp, state)
 
     # ----- learner side --------------------------------------------------------------------
@@ -182,11 +205,18 @@ class Policy(nn.Module):
                     h, c = h * keep, c * keep
             hs = torch.stack(hs)
             out, values = self._heads(None, hs.flatten(0, 1))
-            out, values = out.view(t1, batch, -1), values.view(t1, batch)
-            if self.discrete:
-                out = self._masked(out.flatten(0, 1), flat).view(t1, batch, -1)
-        logp, entropy = self.logp_entropy(out[:-1], actions)
-        return EvalOutput(logp, entropy, values)
+            out = self._masked(out, flat).view(t1, batch, -1)
+            values = values.view(t1, batch)
+        logp, entropy = self.logp_entropy(out[:-1].flatten(0, 1), actions.flatten(0, 1))
+        return EvalOutput(logp.view(t1 - 1, batch), entropy.view(t1 - 1, batch), values)
+
+
+def _check_mask(mask_space: gym.Space, logits: int, action_space: gym.Space) -> None:
+    size = int(np.prod(mask_space.shape))
+    if size != logits:
+        raise ValueError(f"the observation's action_mask has {size} entries, but {action_space} has {logits} "
+                         "logits: give one flag per action (Discrete(n): n; MultiDiscrete(nvec): sum(nvec), the "
+                         "dimensions' classes one after another)")
 
 
 def _flatten_time(obs):
@@ -199,9 +229,11 @@ def _unflatten_time(x: torch.Tensor, t: int, b: int) -> torch.Tensor:
     return x.view(t, b, *x.shape[1:])
 
 
-def _orthogonal_init(policy: Policy) -> None:
+def _orthogonal_init(policy: Policy, skip: nn.Module | None = None) -> None:
+    """Orthogonal weights, zero biases (the PPO practice); a user's encoder (`skip`) keeps its own."""
+    theirs = set(skip.modules()) if skip is not None else set()
     for module in policy.modules():
-        if isinstance(module, (nn.Linear, nn.Conv2d)):
+        if isinstance(module, (nn.Linear, nn.Conv2d)) and module not in theirs:
             nn.init.orthogonal_(module.weight, gain=np.sqrt(2))
             nn.init.zeros_(module.bias)
     nn.init.orthogonal_(policy.pi.weight, gain=0.01)

@@ -10,12 +10,14 @@ value, which is all an actor needs for Ape-X's initial priorities |R + D max_a Q
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
 from menger.losses import dueling
+from menger.models.actions import MASKED_LOGIT, ActionCodec
 from menger.models.encoders import MASK_KEY, build_encoder
-from menger.models.policy import MASKED_LOGIT, ActOutput
+from menger.models.policy import ActOutput
 
 
 def apex_epsilon(actor_id: int, num_actors: int, base: float = 0.4, alpha: float = 7.0) -> float:
@@ -27,15 +29,21 @@ def apex_epsilon(actor_id: int, num_actors: int, base: float = 0.4, alpha: float
 
 class QNetwork(nn.Module):
     lstm_size = 0  # feed-forward: no recurrent state travels with its unrolls
+    algo = "apex"  # for the error messages of an action space it cannot act in
 
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, encoder: str = "auto",
                  hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True):
         super().__init__()
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ValueError(f"apex needs Discrete actions, got {action_space}; use algo sac for Box actions")
-        self.obs_space, self.action_space = obs_space, action_space
-        self.discrete, self.num_actions = True, int(action_space.n)
+        # a MultiDiscrete, MultiBinary or Tuple/Dict of discrete components acts in one joint Discrete
+        self.codec = ActionCodec(action_space, self.algo)
+        self.obs_space, self.action_space = obs_space, self.codec.space
+        self.discrete, self.num_actions = True, int(self.action_space.n)
         self.has_mask = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces
+        if self.has_mask and int(np.prod(obs_space[MASK_KEY].shape)) != self.num_actions:
+            raise ValueError(f"the observation's action_mask has {int(np.prod(obs_space[MASK_KEY].shape))} entries, "
+                             f"but the Q network has {self.num_actions} actions ({action_space}): a mask over joint "
+                             "actions needs one flag per combination; use ppo, impala or appo to mask MultiDiscrete "
+                             "components")
         self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation)
         self.dueling = dueling
         self.advantage = nn.Linear(self.encoder.out_dim, self.num_actions)
@@ -96,6 +104,8 @@ class RecurrentQNetwork(QNetwork):
 
     `dones[t]` says the episode ended at step t: the state is zeroed before step t + 1, as the actor does.
     """
+
+    algo = "r2d2"
 
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, lstm_size: int, encoder: str = "auto",
                  hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True):

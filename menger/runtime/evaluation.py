@@ -50,7 +50,7 @@ class Evaluator:
         for _ in range(self.cfg.max_steps):
             out = self.network.act(obs_to_tensors(obs), state, deterministic=True)
             state = out.state if state is not None else None
-            result = self.envs.step(out.action.numpy())
+            result = self.envs.step(self.network.codec.to_env(out.action.numpy()))
             running = ~finished & result.valid
             returns += np.where(running, result.reward, 0.0)
             lengths += running

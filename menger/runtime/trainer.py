@@ -156,7 +156,7 @@ class Trainer:
             torch.set_num_threads(rt.learner.threads or max(1, (os.cpu_count() or 1) - self.launcher.local_actors))
         self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
         self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo), self.device)
-        spec = UnrollSpec(obs_space, action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size,
+        spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size,
                           values=cfg.algo in ("apex", "r2d2"), terminated=cfg.coordination == "replay",
                           sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0)
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,

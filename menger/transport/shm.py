@@ -7,7 +7,8 @@ grants them again. Bulk data is never pickled.
 Layout of one slot (T = unroll_length, B = envs_per_actor)::
 
     obs        [T+1, B, *obs_shape]   (a dict of such tensors for Dict observations; obs[T] is the bootstrap)
-    actions    [T, B, *action_shape]
+    actions    [T, B, *action_shape]  of the space the network acts in (`network.action_space`, see
+               menger.models.actions): int64 for Discrete, MultiDiscrete and MultiBinary, float32 for a Box
     logp       [T, B]   behaviour log-probability of the action taken
     rewards    [T, B]
     dones      [T, B]   1.0 where the episode ended at t (terminated, truncated, or an invalid step)
@@ -39,6 +40,19 @@ def _obs_dtype(space: gym.Space) -> torch.dtype:
     return _TORCH_DTYPES.get(np.dtype(space.dtype), torch.float32)
 
 
+def action_field(space: gym.Space) -> tuple[tuple[int, ...], torch.dtype]:
+    """The per-env shape and dtype of an action of the space a network acts in (`network.action_space`):
+    int64 indices for Discrete [], MultiDiscrete [K] and MultiBinary [n]; float32 for a Box."""
+    if isinstance(space, gym.spaces.Discrete):
+        return (), torch.int64
+    if isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return (int(np.prod(space.shape)),), torch.int64
+    if isinstance(space, gym.spaces.Box):
+        return tuple(space.shape), torch.float32
+    raise ValueError(f"no unroll slot layout for actions in {space}: give the slots the network's action space "
+                     "(network.action_space), not a Tuple or Dict space")
+
+
 @dataclass(frozen=True)
 class UnrollSpec:
     observation_space: gym.Space
@@ -59,11 +73,8 @@ class UnrollSpec:
                 fields[f"obs.{key}"] = ((t + 1, b, *space.shape), _obs_dtype(space))
         else:
             fields["obs"] = ((t + 1, b, *obs.shape), _obs_dtype(obs))
-        act = self.action_space
-        if isinstance(act, gym.spaces.Discrete):
-            fields["actions"] = ((t, b), torch.int64)
-        else:
-            fields["actions"] = ((t, b, *act.shape), torch.float32)
+        shape, dtype = action_field(self.action_space)
+        fields["actions"] = ((t, b, *shape), dtype)
         for name in ("logp", "rewards", "dones", "valid"):
             fields[name] = ((t, b), torch.float32)
         fields["core_state"] = ((2, b, self.lstm_size), torch.float32)
