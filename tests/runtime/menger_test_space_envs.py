@@ -115,7 +115,7 @@ class FeaturesNet:
 class MeanValueNet:
     """A user's whole policy network for Box actions: (mean [N, d], value [N]); Menger owns the log-std."""
 
-    def __new__(cls, observation_space, action_space, width: int = 32):
+    def __new__(cls, observation_space, action_space, width: int = 32, params: int | None = None):
         import torch
         from torch import nn
 
@@ -125,7 +125,7 @@ class MeanValueNet:
             def __init__(self):
                 super().__init__()
                 self.body = nn.Sequential(nn.Linear(int(np.prod(observation_space.shape)), width), nn.Tanh())
-                self.mean = nn.Linear(width, num_action_params(action_space))
+                self.mean = nn.Linear(width, params or num_action_params(action_space))
                 self.value = nn.Linear(width, 1)
 
             def forward(self, obs: torch.Tensor):
