@@ -35,7 +35,8 @@ class ModelConfig:
     lstm_size: int = field(0, min=0, doc="size of an LSTM core after the encoder; 0 = no recurrent core")
     separate_value: bool = field(True, doc="give the value head its own MLP encoder (MLP encoders only)")
     init_log_std: float = field(0.0, doc="initial log standard deviation of Gaussian (Box) actions")
-    network: Optional[str] = field(None, doc="a custom torch module 'package.module:Class'; see docs/architecture.md")
+    network: Optional[str] = field(None, doc="a custom torch module 'package.module:Class': an encoder (with "
+                                   "features_dim) or a whole policy network; see docs/models.md")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the custom network")
     dueling: bool = field(True, doc="apex: dueling value and advantage heads (Wang et al. 2016)")
 

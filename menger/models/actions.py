@@ -212,6 +212,7 @@ class ActionHead:
         self.single = len(leaves) == 1 and leaves[0].key is None and leaves[0].space.__class__ in (
             gym.spaces.Discrete, gym.spaces.Box)  # actions keep the space's own shape
         self.categorical_only = all(leaf.kind == "categorical" for leaf in leaves)
+        self.discrete = self.single and leaves[0].kind == "categorical"  # one Discrete: actions [N]
         self.float_actions = any(leaf.kind == "gaussian" for leaf in leaves)
 
     # ----- per leaf -------------------------------------------------------------------------------------
@@ -243,6 +244,10 @@ class ActionHead:
     def log_prob_entropy(self, params: torch.Tensor, log_std: torch.Tensor | None,
                          actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Sum over the leaves of log pi(a) and of the entropies; params [..., P], actions [..., width]."""
+        if self.discrete:  # the common case, kept short: it runs on every minibatch
+            logp_all = torch.log_softmax(params, dim=-1)
+            logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+            return logp, -(logp_all.exp() * logp_all.clamp_min(MASKED_LOGIT)).sum(-1)
         logp = entropy = 0
         for leaf, p, a, g in self._split(params, actions):
             if leaf.kind == "categorical":
@@ -263,6 +268,14 @@ class ActionHead:
                deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """(actions, log-probabilities) for params [N, P]: sampled with `generator` (categoricals by Gumbel-max,
         one fused draw per leaf), or each factor's mode."""
+        if self.discrete:  # the common case, kept short: it runs on every step of every actor
+            logp_all = torch.log_softmax(params, dim=-1)
+            if deterministic:
+                action = logp_all.argmax(-1)
+            else:
+                u = torch.rand(params.shape, generator=generator).clamp_(1e-10, 1.0).to(params.device)
+                action = (logp_all - torch.log(-torch.log(u))).argmax(-1)
+            return action, logp_all.gather(-1, action.unsqueeze(-1)).squeeze(-1)
         parts, logp = [], 0
         for leaf, p, _, g in self._split(params):
             if leaf.kind == "categorical":
