@@ -120,8 +120,11 @@ class Policy(nn.Module):
     def _check_custom(self, network: str) -> None:
         """One forward on zeros: a network whose outputs do not fit the action space fails here, saying so."""
         zeros = gym.vector.utils.create_empty_array(self.obs_space, 2, fn=np.zeros)
+        obs = obs_to_tensors(zeros)
+        if isinstance(obs, dict):  # as actors hand Dict observations over: every entry float32
+            obs = {key: value.float() for key, value in obs.items()}
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            out = self.custom(obs_to_tensors(zeros))
+            out = self.custom(obs)
         if not (isinstance(out, tuple) and len(out) == 2):
             raise ValueError(f"model.network {network!r} must return (params [N, P], value [N]), or have a "
                              "`features_dim` attribute and return features; it returned "
