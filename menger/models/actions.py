@@ -82,6 +82,11 @@ def action_leaves(space: gym.Space) -> list[Leaf]:
     return [_leaf(space, None, str(space))]
 
 
+def _index_sizes(leaves: list[Leaf]) -> tuple[int, ...]:
+    """The class count of every entry of a flat action of discrete leaves (a bit has two)."""
+    return tuple(n for leaf in leaves for n in (leaf.sizes if leaf.kind == "categorical" else (2,) * leaf.width))
+
+
 def _flat_box(leaves: list[Leaf]) -> gym.spaces.Box:
     """The flat float32 Box of the leaves' entries (a discrete entry's bounds are its index range)."""
     low, high = [], []
@@ -114,8 +119,7 @@ class ActionCodec:
         elif self.whole:
             self.space = env_space
         elif all(leaf.kind != "gaussian" for leaf in self.leaves):
-            self.space = gym.spaces.MultiDiscrete(
-                [n for leaf in self.leaves for n in (leaf.sizes if leaf.kind == "categorical" else (2,) * leaf.width)])
+            self.space = gym.spaces.MultiDiscrete(_index_sizes(self.leaves))
         else:
             self.space = _flat_box(self.leaves)
 
@@ -129,8 +133,7 @@ class ActionCodec:
             raise ValueError(f"{self.algo} needs discrete actions; {self.env_space} has the Box component "
                              f"{boxes[0].space}: use algo sac for Box actions, or ppo, impala or appo for a mix of "
                              "discrete and continuous components")
-        self.joint_sizes = tuple(n for leaf in self.leaves
-                                 for n in (leaf.sizes if leaf.kind == "categorical" else (2,) * leaf.width))
+        self.joint_sizes = _index_sizes(self.leaves)
         joint = math.prod(self.joint_sizes)
         if joint > MAX_JOINT_ACTIONS:
             raise ValueError(f"{self.algo} flattens {self.env_space} into one Discrete of {joint} joint actions, more "
