@@ -130,7 +130,8 @@ class Policy:
 
     def act(self, obs, deterministic: bool = True) -> np.ndarray:
         """Actions for a batch of observations [N, *obs_shape] (or a dict of such), or for one observation
-        (*obs_shape: the action alone comes back)."""
+        (*obs_shape: the action alone comes back). A recurrent policy keeps its state per env (row) from call to
+        call; call `reset_state(done)` where episodes ended. A batch of another size starts from a zero state."""
         from menger.models import obs_to_tensors
 
         if self._single(obs):
@@ -159,10 +160,14 @@ class Policy:
             return all(np.shape(obs[key]) == sub.shape for key, sub in space.spaces.items() if key in obs)
         return not isinstance(obs, dict) and np.shape(obs) == space.shape
 
-    def reset_state(self, done: np.ndarray) -> None:
-        """Zero the recurrent state of envs whose episode ended."""
-        if self.state is not None and self.state.numel():
-            self.state = self.state * torch.from_numpy(1.0 - done.astype(np.float32)).unsqueeze(-1)
+    def reset_state(self, done=None) -> None:
+        """Zero the recurrent state of envs whose episode ended: `done` [N] of bools for a batch, one bool for
+        a single observation, None for all of them (a new set of episodes)."""
+        if done is None:
+            self.state = None
+        elif self.state is not None and self.state.numel():
+            keep = 1.0 - np.asarray(done, dtype=np.float32).reshape(-1)
+            self.state = self.state * torch.from_numpy(keep).unsqueeze(-1)
 
 
 def load_policy(run_dir: str | Path, allow_import=()) -> Policy:
