@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional
 
-from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml
+from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict
 
 log = logging.getLogger("menger.config")
 
@@ -418,6 +418,36 @@ class ExperimentConfig:
 
 
 OFF_POLICY = ("apex", "r2d2", "sac")  # the algorithms that learn from replay
+# The sections each algorithm reads its own settings from; the others' are defaults it never looks at.
+ALGO_SECTIONS = {"ppo": ("ppo",), "impala": ("vtrace",), "appo": ("vtrace",), "apex": ("apex", "replay"),
+                 "r2d2": ("r2d2", "replay"), "sac": ("sac", "replay")}
+# How a run is operated, not what it learns: left out of its hyperparameters.
+OPERATIONAL_KEYS = ("eval", "checkpoint", "log", "runtime.supervision", "runtime.ray")
+
+
+def hyperparameters(config: ExperimentConfig) -> dict[str, bool | int | float | str]:
+    """The settings that make one run differ from another, as flat dotted keys with scalar values, for comparing
+    runs (TensorBoard's HParams tab): name, algo, env, model, the algorithm's own section(s), runtime and stop,
+    without the other algorithms' sections and `OPERATIONAL_KEYS`. Lists become their text (`model.hidden:
+    "[64, 64]"`), mappings their own dotted keys (`env.kwargs.netlist`); unset (None) keys are left out."""
+    data = {key: value for key, value in to_dict(config).items()
+            if key not in {name for sections in ALGO_SECTIONS.values() for name in sections}
+            or key in ALGO_SECTIONS[config.algo]}
+    flat: dict[str, bool | int | float | str] = {}
+
+    def visit(prefix: str, value) -> None:
+        if prefix in OPERATIONAL_KEYS or value is None:
+            return
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                visit(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, (bool, int, float, str)):
+            flat[prefix] = value
+        else:
+            flat[prefix] = str(list(value) if isinstance(value, tuple) else value)
+
+    visit("", data)
+    return flat
 
 
 def preset_dir() -> Path:
