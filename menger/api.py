@@ -22,11 +22,22 @@ def default_run_dir(config: ExperimentConfig, root: str | Path = "runs") -> Path
     return Path(root) / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _loggers(config: ExperimentConfig, run_dir: Path):
+def _remote_loggers(config: ExperimentConfig) -> list:
+    """The loggers that need a package of their own: built before the run directory, so a missing one stops
+    the run before anything is written (they open their runs in `start`)."""
+    wandb = config.log.wandb
+    if wandb.project is None:
+        return []
+    from menger.logging.wandb import WandbLogger
+
+    return [WandbLogger(wandb.project, entity=wandb.entity, mode=wandb.mode, group=wandb.group, tags=wandb.tags)]
+
+
+def _loggers(config: ExperimentConfig, run_dir: Path, remote=()):
     loggers = [JsonlLogger(run_dir / "metrics.jsonl")]
     if config.log.tensorboard:
         loggers.append(TensorBoardLogger(run_dir / "tb"))
-    return MultiLogger(*loggers)
+    return MultiLogger(*loggers, *remote)
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
@@ -36,13 +47,14 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
     trainer.preflight()  # the env and the network build, before any file
+    remote = _remote_loggers(config)  # a logger's missing package (wandb), before any file
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RuntimeError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}); give a writable "
                            "--run-dir") from exc
     with RunDirectoryLock(run_dir):  # one training process per run directory (refused naming the other's pid)
-        logger = _loggers(config, run_dir)
+        logger = _loggers(config, run_dir, remote)
         display = TerminalProgress(config.name, target_return=config.stop.target_return,
                                    total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
             if progress else None

@@ -313,10 +313,23 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    project: Optional[str] = field(None, doc="a Weights & Biases project: set, the run logs there too (pip install "
+                                   "\"menger-rl[wandb]\"); unset (the default), nothing goes to W&B")
+    entity: Optional[str] = field(None, doc="the W&B team or user the project belongs to (default: your own)")
+    mode: Literal["online", "offline"] = field("online", doc="online: stream to W&B; offline: write to RUN_DIR/wandb "
+                                               "and upload later with `wandb sync`")
+    group: Optional[str] = field(None, doc="a W&B group for runs that belong together (seeds of one experiment)")
+    tags: tuple[str, ...] = field((), doc="W&B tags of the run")
+
+
+@dataclass(frozen=True)
 class LogConfig:
     interval_s: float = field(1.0, min=0.05, doc="seconds between metric records")
     tensorboard: bool = field(True, doc="write TensorBoard event files")
     progress: bool = field(True, doc="live terminal progress display")
+    wandb: WandbConfig = field(default_factory=WandbConfig,
+                               doc="Weights & Biases (off unless log.wandb.project is set)")
 
 
 @dataclass(frozen=True)

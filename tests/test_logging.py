@@ -339,3 +339,32 @@ def test_a_multilogger_starts_the_loggers_that_can_and_contains_a_failing_start(
     multi.write({"a": 1.0}, step=1)
     assert starting.started.name == "cartpole-ppo-1" and multi.active == (starting, plain)
 
+
+def test_wandb_logger_opens_in_start_logs_numbers_at_the_step_and_keeps_its_run_id(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from menger.logging.wandb import WandbLogger
+
+    calls = []
+    run = types.SimpleNamespace(log=lambda data, step: calls.append((data, step)), finish=lambda: calls.append("end"))
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kwargs: calls.append(kwargs) or run
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+
+    logger = WandbLogger("proj", entity="team", group="seeds")
+    assert isinstance(logger, Logger)
+    with pytest.raises(ValueError, match="before start"):
+        logger.write({"a": 1.0}, step=1)
+    logger.start(_run_start(tmp_path))
+    logger.write({"learner/loss": float("nan"), "learner/updates": 3, "flag": True, "note": "x"}, step=64)
+    logger.close()
+    logger.close()
+    init, (data, step), end = calls
+    assert init["entity"] == "team" and init["group"] == "seeds"
+    assert init["config"] == {"algo": "ppo", "ppo": {"lr": 0.002}}
+    assert step == 64 and set(data) == {"learner/loss", "learner/updates"} and math.isnan(data["learner/loss"])
+    assert end == "end"
+    assert (tmp_path / "wandb_run_id").read_text().strip() == init["id"]
+    WandbLogger("proj").start(_run_start(tmp_path, resumed=True))
+    assert calls[-1]["id"] == init["id"]

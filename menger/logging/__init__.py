@@ -1,4 +1,4 @@
-"""One logger protocol with namespaced keys, and its backends: terminal, JSONL, TensorBoard.
+"""One logger protocol with namespaced keys, and its backends: terminal, JSONL, TensorBoard, Weights & Biases.
 
 The runtime writes one flat dict of floats per reporting tick (``time/env_frames``, ``actor/fps``,
 ``learner/loss``, ``episode/return_mean``, ``transport/frames_dropped/<reason>``, ...) with
