@@ -274,9 +274,15 @@ def _session_hparams(folder) -> dict:
     return {key: getattr(value, value.WhichOneof("kind")) for key, value in info.hparams.items()}
 
 
+def _last(scalars):
+    """The value at the highest step: TensorBoard orders events files by name, which within one second and one
+    process is not the order they were written in."""
+    return max(scalars, key=lambda scalar: scalar.step)
+
+
 def _texts(folder) -> list[tuple[int, str]]:
     texts = _events(folder).Tensors("config/text_summary")  # torch's add_text names the tag so
-    return [(event.step, event.tensor_proto.string_val[0].decode()) for event in texts]
+    return sorted((event.step, event.tensor_proto.string_val[0].decode()) for event in texts)
 
 
 def test_tensorboard_writes_the_config_as_text_and_the_hyperparameters_for_the_hparams_tab(tmp_path):
@@ -293,10 +299,10 @@ def test_tensorboard_writes_the_config_as_text_and_the_hyperparameters_for_the_h
     assert _session_hparams(tmp_path / "tb" / "hparams") == {
         "algo": "ppo", "ppo.lr": 0.002, "runtime.actors": 2.0, "ppo.normalize_advantages": True}
     summary = _events(tmp_path / "tb" / "hparams")
-    last = {tag: summary.Scalars(tag)[-1] for tag in summary.Tags()["scalars"]}
+    last = {tag: _last(summary.Scalars(tag)) for tag in summary.Tags()["scalars"]}
     assert {tag: (s.step, s.value) for tag, s in last.items()} == {
         "hparams/return_mean": (300, 30.0), "hparams/return_mean_best": (300, 35.0), "hparams/env_frames": (300, 300.0)}
-    assert [s.step for s in summary.Scalars("hparams/return_mean")] == [100, 300]  # the first write, then the close
+    assert sorted(s.step for s in summary.Scalars("hparams/return_mean")) == [100, 300]  # the first write, then the close
     assert "episode/return_mean" not in summary.Tags()["scalars"]  # the HParams tab's metrics are the summary alone
 
 
@@ -318,9 +324,10 @@ def test_a_resumed_run_keeps_its_session_and_best_and_adds_only_what_changed(tmp
     assert _session_hparams(tmp_path / "tb" / "hparams")["ppo.lr"] == 0.002  # the one session, written once
     summary = _events(tmp_path / "tb" / "hparams")
     assert len(summary.Tensors("_hparams_/session_start_info")) == 1
-    assert summary.Scalars("hparams/return_mean_best")[-1].value == 50.0  # 45 and 48 did not beat the first run
-    assert summary.Scalars("hparams/return_mean")[-1].value == 48.0
-    assert [(s.step, s.value) for s in summary.Scalars("hparams/eval_return_mean_best")] == [(100, 40.0), (200, 60.0)]
+    assert _last(summary.Scalars("hparams/return_mean_best")).value == 50.0  # 45 and 48 did not beat the first run
+    assert _last(summary.Scalars("hparams/return_mean")).value == 48.0
+    assert sorted((s.step, s.value) for s in summary.Scalars("hparams/eval_return_mean_best")) == [(100, 40.0),
+                                                                                                   (200, 60.0)]
 
 
 def test_a_multilogger_starts_the_loggers_that_can_and_contains_a_failing_start(tmp_path):
@@ -368,3 +375,24 @@ def test_wandb_logger_opens_in_start_logs_numbers_at_the_step_and_keeps_its_run_
     assert (tmp_path / "wandb_run_id").read_text().strip() == init["id"]
     WandbLogger("proj").start(_run_start(tmp_path, resumed=True))
     assert calls[-1]["id"] == init["id"]
+
+
+def test_a_summary_that_cannot_be_read_back_costs_the_best_not_the_scalars(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    with TensorBoardLogger(tmp_path / "tb") as logger:
+        logger.start(_run_start(tmp_path))
+        logger.write({"episode/return_mean": 50.0}, step=100)
+
+    def damaged(self):
+        raise OSError("damaged events file")
+
+    monkeypatch.setattr(event_accumulator.EventAccumulator, "Reload", damaged)
+    with TensorBoardLogger(tmp_path / "tb") as logger, pytest.warns(RuntimeWarning, match="damaged events file"):
+        logger.start(_run_start(tmp_path, step=100, resumed=True))
+        logger.write({"episode/return_mean": 20.0}, step=200)
+    monkeypatch.undo()
+    scalars = _events(tmp_path / "tb").Scalars("episode/return_mean")  # two events files, read in either order
+    assert sorted((s.step, s.value) for s in scalars) == [(100, 50.0), (200, 20.0)]
+    summary = _events(tmp_path / "tb" / "hparams")
+    assert len(summary.Tensors("_hparams_/session_start_info")) == 1  # not written a second time

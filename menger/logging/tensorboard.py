@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -135,14 +136,21 @@ def config_markdown(run: RunStart) -> str:
 
 
 def read_summary(summary_dir: Path) -> tuple[bool, dict[str, float]]:
-    """Whether ``summary_dir`` holds a session already, and the best returns its events recorded."""
+    """Whether ``summary_dir`` holds a session already, and the best returns its events recorded. Events that
+    cannot be read count as a session with no best (a warning says so): the session is never written twice,
+    and the scalars of the run go on either way."""
     if not _has_events(summary_dir):
         return False, {}
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(str(summary_dir), size_guidance={"scalars": 0, "tensors": 0})
-    events.Reload()
-    tags = events.Tags()
+    try:
+        events = EventAccumulator(str(summary_dir), size_guidance={"scalars": 0, "tensors": 0})
+        events.Reload()
+        tags = events.Tags()
+    except Exception as error:  # noqa: BLE001 - a damaged events file must not cost the run its TensorBoard
+        warnings.warn(f"could not read the HParams summary in {summary_dir} ({error!r}); its best returns start "
+                      "again from this resume", RuntimeWarning, stacklevel=3)
+        return True, {}
     best = {}
     for name in SUMMARY_RETURNS.values():
         tag = f"hparams/{name}_best"
