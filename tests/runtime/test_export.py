@@ -144,3 +144,25 @@ def test_onnx_without_the_onnx_package_says_how_to_get_it(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
     with pytest.raises(ExportError, match=r"menger-rl\[export\]"):
         export_policy(tmp_path, fmt="onnx")
+
+
+def test_an_image_policy_takes_uint8_frames_in_onnx(tmp_path):
+    _needs("onnx")
+    import gymnasium as gym
+    import onnxruntime as ort
+
+    from menger.export import _Deterministic, _write_onnx
+    from menger.models.policy import Policy
+
+    torch.manual_seed(0)
+    network = Policy(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6)).eval()
+    module = _Deterministic(network.requires_grad_(False)).eval()
+    _write_onnx(module, (torch.zeros((2, 4, 84, 84), dtype=torch.uint8),), tmp_path / "cnn.onnx", {"algo": "ppo"})
+    session = ort.InferenceSession(str(tmp_path / "cnn.onnx"), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].type == "tensor(uint8)"
+    frames = np.random.default_rng(4).integers(0, 256, (3, 4, 84, 84), dtype=np.uint8)
+    (actions,) = session.run(None, {"obs": frames})
+    logits, _ = network.action_params(torch.from_numpy(frames))
+    top2 = logits.topk(2).values
+    assert bool(((top2[:, 0] - top2[:, 1]) > 1e-4).all())  # no near-tie that float rounding could flip
+    np.testing.assert_array_equal(actions, module(torch.from_numpy(frames)).numpy())
