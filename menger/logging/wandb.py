@@ -6,7 +6,9 @@ and writing W&B's own files there (``RUN_DIR/wandb``); ``write`` logs each metri
 ``step = time/env_frames``, the x axis of every other backend; ``close`` finishes the W&B run. A resumed Menger
 run continues the same W&B run: its id is kept in ``RUN_DIR/wandb_run_id``. W&B ignores a step lower than one it
 has seen, so the records between a resume's checkpoint and the point where the run had stopped are not logged
-twice there (metrics.jsonl and TensorBoard keep both).
+twice there (metrics.jsonl and TensorBoard keep both). Online mode needs `wandb login` (or WANDB_API_KEY) first,
+as W&B asks for it otherwise; offline mode needs neither. A W&B run that cannot open warns and is left out, and
+training goes on (`MultiLogger`).
 """
 
 from __future__ import annotations
