@@ -373,8 +373,13 @@ def test_wandb_logger_opens_in_start_logs_numbers_at_the_step_and_keeps_its_run_
     assert step == 64 and set(data) == {"learner/loss", "learner/updates"} and math.isnan(data["learner/loss"])
     assert end == "end"
     assert (tmp_path / "wandb_run_id").read_text().strip() == init["id"]
-    WandbLogger("proj").start(_run_start(tmp_path, resumed=True))
+    run.step = 65  # a resumed W&B run has seen steps up to 64
+    resumed = WandbLogger("proj")
+    resumed.start(_run_start(tmp_path, resumed=True))
     assert calls[-1]["id"] == init["id"]
+    resumed.write({"learner/updates": 2}, step=32)  # before the point the run had reached: W&B would refuse it
+    resumed.write({"learner/updates": 4}, step=96)
+    assert calls[-1] == ({"learner/updates": 4}, 96)
 
 
 def test_a_summary_that_cannot_be_read_back_costs_the_best_not_the_scalars(tmp_path, monkeypatch):

@@ -4,9 +4,9 @@
 ``start(run)`` opens the W&B run (``wandb.init``) with the run's whole config, named after the run directory
 and writing W&B's own files there (``RUN_DIR/wandb``); ``write`` logs each metrics record at
 ``step = time/env_frames``, the x axis of every other backend; ``close`` finishes the W&B run. A resumed Menger
-run continues the same W&B run: its id is kept in ``RUN_DIR/wandb_run_id``. W&B ignores a step lower than one it
-has seen, so the records between a resume's checkpoint and the point where the run had stopped are not logged
-twice there (metrics.jsonl and TensorBoard keep both). Online mode needs `wandb login` (or WANDB_API_KEY) first,
+run continues the same W&B run: its id is kept in ``RUN_DIR/wandb_run_id``. W&B takes no step lower than one it
+has seen, so the records between a resume's checkpoint and the point where the run had stopped are left out
+there (metrics.jsonl and TensorBoard keep both) rather than sent to be refused one warning at a time. Online mode needs `wandb login` (or WANDB_API_KEY) first,
 as W&B asks for it otherwise; offline mode needs neither. A W&B run that cannot open warns and is left out, and
 training goes on (`MultiLogger`).
 """
@@ -43,6 +43,7 @@ class WandbLogger:
         self._wandb = import_wandb()
         self.project, self.entity, self.mode, self.group, self.tags = project, entity, mode, group, tuple(tags)
         self._run = None
+        self._first_step = 0  # W&B's step counter when the run opened: a resumed W&B run refuses lower ones
         self.log_dir = None
 
     def start(self, run: RunStart) -> None:
@@ -55,10 +56,13 @@ class WandbLogger:
         self._run = self._wandb.init(project=self.project, entity=self.entity, mode=self.mode, group=self.group,
                                      tags=list(self.tags) or None, name=run.name, id=run_id, resume="allow",
                                      dir=str(run.run_dir), config=dict(run.config))
+        self._first_step = int(getattr(self._run, "step", 0) or 0)
 
     def write(self, metrics: Mapping[str, float], step: int) -> None:
         if self._run is None:
             raise ValueError("WandbLogger.write before start(run) (or after close): the W&B run is not open")
+        if step < self._first_step:
+            return
         record = {key: value for key, value in metrics.items() if _is_number(value)}
         self._run.log(record, step=int(step))
 
