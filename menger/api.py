@@ -22,11 +22,22 @@ def default_run_dir(config: ExperimentConfig, root: str | Path = "runs") -> Path
     return Path(root) / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _loggers(config: ExperimentConfig, run_dir: Path):
+def _remote_loggers(config: ExperimentConfig) -> list:
+    """The loggers that need a package of their own: built before the run directory, so a missing one stops
+    the run before anything is written (they open their runs in `start`)."""
+    wandb = config.log.wandb
+    if wandb.project is None:
+        return []
+    from menger.logging.wandb import WandbLogger
+
+    return [WandbLogger(wandb.project, entity=wandb.entity, mode=wandb.mode, group=wandb.group, tags=wandb.tags)]
+
+
+def _loggers(config: ExperimentConfig, run_dir: Path, remote=()):
     loggers = [JsonlLogger(run_dir / "metrics.jsonl")]
     if config.log.tensorboard:
         loggers.append(TensorBoardLogger(run_dir / "tb"))
-    return MultiLogger(*loggers)
+    return MultiLogger(*loggers, *remote)
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
@@ -36,13 +47,14 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
     trainer.preflight()  # the env and the network build, before any file
+    remote = _remote_loggers(config)  # a logger's missing package (wandb), before any file
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RuntimeError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}); give a writable "
                            "--run-dir") from exc
     with RunDirectoryLock(run_dir):  # one training process per run directory (refused naming the other's pid)
-        logger = _loggers(config, run_dir)
+        logger = _loggers(config, run_dir, remote)
         display = TerminalProgress(config.name, target_return=config.stop.target_return,
                                    total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
             if progress else None
@@ -131,7 +143,9 @@ class Policy:
     def act(self, obs, deterministic: bool = True):
         """Actions for a batch of observations [N, *obs_shape] (or a dict of such), or for one observation
         (*obs_shape: the action alone comes back), in the env's action space: an array [N, ...] (Box actions
-        clipped to the bounds), or a list of N tuples or dicts for a Tuple or Dict space."""
+        clipped to the bounds), or a list of N tuples or dicts for a Tuple or Dict space. A recurrent policy keeps
+        its state per env (row) from call to call; call `reset_state(done)` where episodes ended. A batch of another
+        size starts from a zero state."""
         from menger.models import obs_to_tensors
 
         if self._single(obs):
@@ -156,10 +170,14 @@ class Policy:
             return all(np.shape(obs[key]) == sub.shape for key, sub in space.spaces.items() if key in obs)
         return not isinstance(obs, dict) and np.shape(obs) == space.shape
 
-    def reset_state(self, done: np.ndarray) -> None:
-        """Zero the recurrent state of envs whose episode ended."""
-        if self.state is not None and self.state.numel():
-            self.state = self.state * torch.from_numpy(1.0 - done.astype(np.float32)).unsqueeze(-1)
+    def reset_state(self, done=None) -> None:
+        """Zero the recurrent state of envs whose episode ended: `done` [N] of bools for a batch, one bool for
+        a single observation, None for all of them (a new set of episodes)."""
+        if done is None:
+            self.state = None
+        elif self.state is not None and self.state.numel():
+            keep = 1.0 - np.asarray(done, dtype=np.float32).reshape(-1)
+            self.state = self.state * torch.from_numpy(keep).unsqueeze(-1)
 
 
 def load_policy(run_dir: str | Path, allow_import=()) -> Policy:

@@ -65,10 +65,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
-    ex = sub.add_parser("export", help="write a trained policy as one file that runs with torch alone")
+    ex = sub.add_parser("export", help="write a trained policy as one file that runs with torch or onnxruntime alone")
     ex.add_argument("run_dir")
-    ex.add_argument("--format", default="torchscript", help="torchscript (the only format so far)")
-    ex.add_argument("--out", help="where to write it (default RUN_DIR/policy.pt)")
+    ex.add_argument("--format", default="torchscript", help="torchscript (runs with torch) or onnx (runs with "
+                    "onnxruntime; needs pip install \"menger-rl[export]\")")
+    ex.add_argument("--out", help="where to write it (default RUN_DIR/policy.pt, RUN_DIR/policy.onnx)")
     ex.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
@@ -192,7 +193,9 @@ def cmd_export(args) -> int:
     from menger.export import export_policy
 
     path = export_policy(args.run_dir, args.out, args.format, allow_import=args.allow_import)
-    print(f"wrote {path}: torch.jit.load it and call it on a batch of observations (see menger/export.py)")
+    how = "onnxruntime.InferenceSession(path).run(None, {'obs': obs})" if args.format == "onnx" else \
+        "torch.jit.load it and call it on a batch of observations"
+    print(f"wrote {path}: {how} (see menger/export.py)")
     return 0
 
 

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional
 
-from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml
+from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict
 
 log = logging.getLogger("menger.config")
 
@@ -314,10 +314,23 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    project: Optional[str] = field(None, doc="a Weights & Biases project: set, the run logs there too (pip install "
+                                   "\"menger-rl[wandb]\"); unset (the default), nothing goes to W&B")
+    entity: Optional[str] = field(None, doc="the W&B team or user the project belongs to (default: your own)")
+    mode: Literal["online", "offline"] = field("online", doc="online: stream to W&B; offline: write to RUN_DIR/wandb "
+                                               "and upload later with `wandb sync`")
+    group: Optional[str] = field(None, doc="a W&B group for runs that belong together (seeds of one experiment)")
+    tags: tuple[str, ...] = field((), doc="W&B tags of the run")
+
+
+@dataclass(frozen=True)
 class LogConfig:
     interval_s: float = field(1.0, min=0.05, doc="seconds between metric records")
     tensorboard: bool = field(True, doc="write TensorBoard event files")
     progress: bool = field(True, doc="live terminal progress display")
+    wandb: WandbConfig = field(default_factory=WandbConfig,
+                               doc="Weights & Biases (off unless log.wandb.project is set)")
 
 
 @dataclass(frozen=True)
@@ -419,6 +432,36 @@ class ExperimentConfig:
 
 
 OFF_POLICY = ("apex", "r2d2", "sac")  # the algorithms that learn from replay
+# The sections each algorithm reads its own settings from; the others' are defaults it never looks at.
+ALGO_SECTIONS = {"ppo": ("ppo",), "impala": ("vtrace",), "appo": ("vtrace",), "apex": ("apex", "replay"),
+                 "r2d2": ("r2d2", "replay"), "sac": ("sac", "replay")}
+# How a run is operated, not what it learns: left out of its hyperparameters.
+OPERATIONAL_KEYS = ("eval", "checkpoint", "log", "runtime.supervision", "runtime.ray")
+
+
+def hyperparameters(config: ExperimentConfig) -> dict[str, bool | int | float | str]:
+    """The settings that make one run differ from another, as flat dotted keys with scalar values, for comparing
+    runs (TensorBoard's HParams tab): name, algo, env, model, the algorithm's own section(s), runtime and stop,
+    without the other algorithms' sections and `OPERATIONAL_KEYS`. Lists become their text (`model.hidden:
+    "[64, 64]"`), mappings their own dotted keys (`env.kwargs.netlist`); unset (None) keys are left out."""
+    data = {key: value for key, value in to_dict(config).items()
+            if key not in {name for sections in ALGO_SECTIONS.values() for name in sections}
+            or key in ALGO_SECTIONS[config.algo]}
+    flat: dict[str, bool | int | float | str] = {}
+
+    def visit(prefix: str, value) -> None:
+        if prefix in OPERATIONAL_KEYS or value is None:
+            return
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                visit(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, (bool, int, float, str)):
+            flat[prefix] = value
+        else:
+            flat[prefix] = str(list(value) if isinstance(value, tuple) else value)
+
+    visit("", data)
+    return flat
 
 
 def preset_dir() -> Path:

@@ -1,4 +1,6 @@
-"""`menger export RUN --format torchscript`: a trained policy as one file that runs with torch alone, no Menger.
+"""`menger export RUN`: a trained policy as one file that runs without Menger, for torch or for ONNX Runtime.
+
+TorchScript (`--format torchscript`, the default; RUN_DIR/policy.pt), with torch alone:
 
     import torch
     policy = torch.jit.load("policy.pt")
@@ -6,16 +8,30 @@
     actions, state = policy(obs, state)       # a recurrent policy (r2d2, model.lstm_size): state [2, N, H], zeros
                                               # at an episode's start; zero a row's state where its episode ended
 
+ONNX (`--format onnx`; RUN_DIR/policy.onnx; `pip install "menger-rl[export]"` to write it), with onnxruntime alone:
+
+    import onnxruntime as ort
+    policy = ort.InferenceSession("policy.onnx")
+    (actions,) = policy.run(None, {"obs": obs})                            # any batch size N
+    actions, state = policy.run(None, {"obs": obs, "state": state})        # recurrent: outputs action, next_state
+
 The actions are the deterministic ones `menger eval` and `menger.api.load_policy` take: the most likely (or
-greedy) action for Discrete spaces, the mean (clipped to the space) for Box. MultiDiscrete, MultiBinary, Tuple
-and Dict spaces give one flat action [N, width] (int64, or float32 with a Box component), each component in its
-columns: `menger.json`'s `action_layout` lists them (key, space, start, stop), the Q-learners' joint action
-given back as its components. The file also carries
-`menger.json` (torch.jit.load(path, _extra_files={"menger.json": ""})): the observation and action spaces, the
-algorithm, the recurrent state's size and the checkpoint it came from.
+greedy) action for Discrete spaces (int64), the mean (clipped to the space) for Box. MultiDiscrete, MultiBinary,
+Tuple and Dict spaces give one flat action [N, width] (int64, or float32 with a Box component), each component in
+its columns: `menger.json`'s `action_layout` lists them (key, space, start, stop), the Q-learners' joint action
+given back as its components. Both files carry `menger.json`: the observation and action spaces, the algorithm,
+the recurrent state's size and the checkpoint it came from (TorchScript: torch.jit.load(path,
+_extra_files={"menger.json": ""}); ONNX: the model's metadata,
+`policy.get_modelmeta().custom_metadata_map["menger.json"]`).
+
+ONNX goes through torch's TorchScript-based exporter (`torch.onnx.export(..., dynamo=False)`): it traces the same
+graph as the TorchScript export, needs only the `onnx` package (not onnxscript), and is in every torch from 2.4 to
+2.13, where it is deprecated in favour of the torch.export-based exporter but still works. The newer exporter
+refuses the data-dependent checks of Menger's networks (SAC's bounds check), so it is not used.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 from pathlib import Path
@@ -25,7 +41,9 @@ import numpy as np
 import torch
 from torch import nn
 
-FORMATS = ("torchscript",)
+FORMATS = ("torchscript", "onnx")
+SUFFIXES = {"torchscript": ".pt", "onnx": ".onnx"}
+ONNX_OPSET = 17  # written by torch 2.4 to 2.13, read by every onnxruntime since 1.12
 
 
 class ExportError(RuntimeError):
@@ -63,12 +81,14 @@ class _Deterministic(nn.Module):
 
 def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str = "torchscript",
                   allow_import=()) -> Path:
-    """Write the run's newest policy as a standalone file (default RUN_DIR/policy.pt); returns its path."""
+    """Write the run's newest policy as a standalone file (default RUN_DIR/policy.pt, or policy.onnx); returns
+    its path."""
     from menger.api import load_policy
 
     if fmt not in FORMATS:
-        raise ExportError(f"--format {fmt!r} is not one Menger writes; choose {', '.join(FORMATS)} (ONNX is not "
-                          "built yet: export TorchScript, or torch.onnx.export the network of menger.api.load_policy)")
+        raise ExportError(f"--format {fmt!r} is not one Menger writes; choose {' or '.join(FORMATS)}")
+    if fmt == "onnx":
+        _require_onnx()
     policy = load_policy(run_dir, allow_import)
     network = policy.network.cpu().eval().requires_grad_(False)  # an inference graph: no autograd at run time
     space = network.obs_space
@@ -79,21 +99,60 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     dtype = torch.uint8 if np.dtype(space.dtype) == np.uint8 else torch.float32
     example = torch.zeros((2, *space.shape), dtype=dtype)
     inputs = (example, network.initial_state(2)) if module.recurrent else (example,)
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks, constant on every path we take
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13 deprecates TorchScript; it still runs
-        traced = torch.jit.trace(module, inputs, check_trace=False)
-    path = Path(out) if out is not None else Path(run_dir) / "policy.pt"
+    path = Path(out) if out is not None else Path(run_dir) / f"policy{SUFFIXES[fmt]}"
     path.parent.mkdir(parents=True, exist_ok=True)
     meta = {"format": "menger.export/1", "algo": policy.config.algo, "env": policy.config.env.id,
             "obs_shape": list(space.shape), "obs_dtype": str(np.dtype(space.dtype)),
             "action_space": str(network.codec.env_space), "action_layout": _layout(network.codec),
             "lstm_size": int(getattr(network, "lstm_size", 0)),
             "run_dir": str(run_dir)}
+    if fmt == "onnx":
+        _write_onnx(module, inputs, path, meta)
+    else:
+        _write_torchscript(module, inputs, path, meta)
+    return path
+
+
+def _write_torchscript(module: _Deterministic, inputs: tuple, path: Path, meta: dict) -> None:
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks, constant on every path we take
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.13 deprecates TorchScript; it still runs
+        traced = torch.jit.trace(module, inputs, check_trace=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.jit.save(traced, str(path), _extra_files={"menger.json": json.dumps(meta)})
-    return path
+
+
+def _require_onnx() -> None:
+    try:
+        import onnx  # noqa: F401 - the exporter's output is checked and labelled with it
+    except ImportError as exc:
+        raise ExportError("--format onnx needs the `onnx` package, which is not installed: pip install "
+                          "\"menger-rl[export]\" (onnx, and onnxruntime to run the file), or export --format "
+                          "torchscript") from exc
+
+
+def _write_onnx(module: _Deterministic, inputs: tuple, path: Path, meta: dict) -> None:
+    """The traced graph with a dynamic batch axis, checked by onnx, with `menger.json` in its metadata."""
+    import onnx
+
+    names, outputs = (["obs", "state"], ["action", "next_state"]) if module.recurrent else (["obs"], ["action"])
+    axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
+    if module.recurrent:
+        axes.update(state={1: "batch"}, next_state={1: "batch"})
+    # a torch without the argument exports this way already
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # as for TorchScript: the same trace
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch >= 2.9 deprecates this exporter; it still works
+        warnings.simplefilter("ignore", FutureWarning)
+        torch.onnx.export(module, inputs, str(path), input_names=names, output_names=outputs, dynamic_axes=axes,
+                          opset_version=ONNX_OPSET, do_constant_folding=True, **legacy)
+    model = onnx.load(str(path))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = "menger.json", json.dumps(meta)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
 
 
 def _layout(codec) -> list[dict]:

@@ -90,3 +90,17 @@ def test_a_key_given_twice_in_a_flow_mapping_is_an_error_too():
 def test_layer_sizes_below_one_are_refused(hidden):
     with pytest.raises(ConfigError, match="every layer needs at least one unit"):
         load_experiment("cartpole-ppo", [f"model.hidden={hidden}"])
+
+
+def test_hyperparameters_are_the_flat_scalar_settings_the_algorithm_reads():
+    from menger.experiment import hyperparameters, load_experiment
+
+    sac = hyperparameters(load_experiment("pendulum-sac", ["env.kwargs={g: 9.81}"]))
+    assert sac["algo"] == "sac" and sac["sac.tau"] == 0.005 and sac["replay.batch_size"] == 256
+    assert sac["model.hidden"] == "[128, 128]" and sac["env.kwargs.g"] == 9.81 and sac["runtime.seed"] == 0
+    assert not any(key.split(".")[0] in ("ppo", "vtrace", "apex", "r2d2", "eval", "checkpoint", "log") for key in sac)
+    assert "sac.target_entropy" not in sac  # unset: no value to compare
+    assert all(isinstance(value, (bool, int, float, str)) for value in sac.values())
+    impala = hyperparameters(load_experiment("cartpole-impala"))
+    assert impala["vtrace.lr"] == 0.001 and "replay.batch_size" not in impala
+    assert not any(key.startswith(("runtime.supervision", "runtime.ray")) for key in impala)

@@ -247,3 +247,157 @@ def test_format_count(value, text):
 @pytest.mark.parametrize(("seconds", "text"), [(4.24, "4.2s"), (42.0, "42s"), (185.0, "3m05s"), (7620.0, "2h07m")])
 def test_format_duration(seconds, text):
     assert format_duration(seconds) == text
+
+
+def _run_start(tmp_path, **overrides):
+    from menger.logging import RunStart
+
+    fields = dict(name="cartpole-ppo-1", run_dir=tmp_path, config={"algo": "ppo", "ppo": {"lr": 0.002}},
+                  config_text="algo: ppo\nppo:\n  lr: 0.002\n",
+                  hparams={"algo": "ppo", "ppo.lr": 0.002, "runtime.actors": 2, "ppo.normalize_advantages": True})
+    return RunStart(**{**fields, **overrides})
+
+
+def _events(folder):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
+    events.Reload()
+    return events
+
+
+def _session_hparams(folder) -> dict:
+    from tensorboard.plugins.hparams import metadata
+
+    content = _events(folder).PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    info = metadata.parse_session_start_info_plugin_data(content)
+    return {key: getattr(value, value.WhichOneof("kind")) for key, value in info.hparams.items()}
+
+
+def _last(scalars):
+    """The value at the highest step: TensorBoard orders events files by name, which within one second and one
+    process is not the order they were written in."""
+    return max(scalars, key=lambda scalar: scalar.step)
+
+
+def _texts(folder) -> list[tuple[int, str]]:
+    texts = _events(folder).Tensors("config/text_summary")  # torch's add_text names the tag so
+    return sorted((event.step, event.tensor_proto.string_val[0].decode()) for event in texts)
+
+
+def test_tensorboard_writes_the_config_as_text_and_the_hyperparameters_for_the_hparams_tab(tmp_path):
+    clock = FakeClock()
+    with TensorBoardLogger(tmp_path / "tb", clock=clock) as logger:
+        logger.start(_run_start(tmp_path))
+        logger.write({"episode/return_mean": 20.0}, step=100)
+        clock.now += 1.0  # within SUMMARY_EVERY_S: kept for the next summary, or the close
+        logger.write({"episode/return_mean": 35.0}, step=200)
+        logger.write({"episode/return_mean": 30.0}, step=300)
+
+    [(step, text)] = _texts(tmp_path / "tb")
+    assert step == 0 and "```yaml\nalgo: ppo\nppo:\n  lr: 0.002\n```" in text
+    assert _session_hparams(tmp_path / "tb" / "hparams") == {
+        "algo": "ppo", "ppo.lr": 0.002, "runtime.actors": 2.0, "ppo.normalize_advantages": True}
+    summary = _events(tmp_path / "tb" / "hparams")
+    last = {tag: _last(summary.Scalars(tag)) for tag in summary.Tags()["scalars"]}
+    assert {tag: (s.step, s.value) for tag, s in last.items()} == {
+        "hparams/return_mean": (300, 30.0), "hparams/return_mean_best": (300, 35.0), "hparams/env_frames": (300, 300.0)}
+    assert sorted(s.step for s in summary.Scalars("hparams/return_mean")) == [100, 300]  # the first write, then the close
+    assert "episode/return_mean" not in summary.Tags()["scalars"]  # the HParams tab's metrics are the summary alone
+
+
+def test_a_resumed_run_keeps_its_session_and_best_and_adds_only_what_changed(tmp_path):
+    with TensorBoardLogger(tmp_path / "tb") as logger:
+        logger.start(_run_start(tmp_path))
+        logger.write({"episode/return_mean": 50.0, "eval/return_mean": 40.0}, step=100)
+    with TensorBoardLogger(tmp_path / "tb") as logger:  # resumed, nothing changed
+        logger.start(_run_start(tmp_path, step=100, resumed=True))
+        logger.write({"episode/return_mean": 45.0, "eval/return_mean": 60.0}, step=200)
+    with TensorBoardLogger(tmp_path / "tb") as logger:  # resumed with a longer budget
+        logger.start(_run_start(tmp_path, step=200, resumed=True, hparams={"algo": "ppo", "ppo.lr": 0.5},
+                                changes={"stop.env_frames": (1000, 5000)}))
+        logger.write({"episode/return_mean": 48.0}, step=300)
+
+    texts = _texts(tmp_path / "tb")
+    assert [step for step, _ in texts] == [0, 200]
+    assert "resumed at 200 env frames" in texts[1][1] and "| `stop.env_frames` | `1000` | `5000` |" in texts[1][1]
+    assert _session_hparams(tmp_path / "tb" / "hparams")["ppo.lr"] == 0.002  # the one session, written once
+    summary = _events(tmp_path / "tb" / "hparams")
+    assert len(summary.Tensors("_hparams_/session_start_info")) == 1
+    assert _last(summary.Scalars("hparams/return_mean_best")).value == 50.0  # 45 and 48 did not beat the first run
+    assert _last(summary.Scalars("hparams/return_mean")).value == 48.0
+    assert sorted((s.step, s.value) for s in summary.Scalars("hparams/eval_return_mean_best")) == [(100, 40.0),
+                                                                                                   (200, 60.0)]
+
+
+def test_a_multilogger_starts_the_loggers_that_can_and_contains_a_failing_start(tmp_path):
+    class Starting(RecordingLogger):
+        def start(self, run):
+            self.started = run
+
+    class FailingStart(RecordingLogger):
+        def start(self, run):
+            raise RuntimeError("no network")
+
+    starting, failing, plain = Starting(), FailingStart(), RecordingLogger()
+    multi = MultiLogger(starting, failing, plain)
+    with pytest.warns(RuntimeWarning, match="FailingStart failed and is disabled.*no network"):
+        multi.start(_run_start(tmp_path))
+    multi.write({"a": 1.0}, step=1)
+    assert starting.started.name == "cartpole-ppo-1" and multi.active == (starting, plain)
+
+
+def test_wandb_logger_opens_in_start_logs_numbers_at_the_step_and_keeps_its_run_id(tmp_path, monkeypatch):
+    import sys
+    import types
+
+    from menger.logging.wandb import WandbLogger
+
+    calls = []
+    run = types.SimpleNamespace(log=lambda data, step: calls.append((data, step)), finish=lambda: calls.append("end"))
+    fake = types.ModuleType("wandb")
+    fake.init = lambda **kwargs: calls.append(kwargs) or run
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+
+    logger = WandbLogger("proj", entity="team", group="seeds")
+    assert isinstance(logger, Logger)
+    with pytest.raises(ValueError, match="before start"):
+        logger.write({"a": 1.0}, step=1)
+    logger.start(_run_start(tmp_path))
+    logger.write({"learner/loss": float("nan"), "learner/updates": 3, "flag": True, "note": "x"}, step=64)
+    logger.close()
+    logger.close()
+    init, (data, step), end = calls
+    assert init["entity"] == "team" and init["group"] == "seeds"
+    assert init["config"] == {"algo": "ppo", "ppo": {"lr": 0.002}}
+    assert step == 64 and set(data) == {"learner/loss", "learner/updates"} and math.isnan(data["learner/loss"])
+    assert end == "end"
+    assert (tmp_path / "wandb_run_id").read_text().strip() == init["id"]
+    run.step = 65  # a resumed W&B run has seen steps up to 64
+    resumed = WandbLogger("proj")
+    resumed.start(_run_start(tmp_path, resumed=True))
+    assert calls[-1]["id"] == init["id"]
+    resumed.write({"learner/updates": 2}, step=32)  # before the point the run had reached: W&B would refuse it
+    resumed.write({"learner/updates": 4}, step=96)
+    assert calls[-1] == ({"learner/updates": 4}, 96)
+
+
+def test_a_summary_that_cannot_be_read_back_costs_the_best_not_the_scalars(tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    with TensorBoardLogger(tmp_path / "tb") as logger:
+        logger.start(_run_start(tmp_path))
+        logger.write({"episode/return_mean": 50.0}, step=100)
+
+    def damaged(self):
+        raise OSError("damaged events file")
+
+    monkeypatch.setattr(event_accumulator.EventAccumulator, "Reload", damaged)
+    with TensorBoardLogger(tmp_path / "tb") as logger, pytest.warns(RuntimeWarning, match="damaged events file"):
+        logger.start(_run_start(tmp_path, step=100, resumed=True))
+        logger.write({"episode/return_mean": 20.0}, step=200)
+    monkeypatch.undo()
+    scalars = _events(tmp_path / "tb").Scalars("episode/return_mean")  # two events files, read in either order
+    assert sorted((s.step, s.value) for s in scalars) == [(100, 50.0), (200, 20.0)]
+    summary = _events(tmp_path / "tb" / "hparams")
+    assert len(summary.Tensors("_hparams_/session_start_info")) == 1  # not written a second time

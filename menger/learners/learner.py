@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
-from menger.losses import appo_loss, gae, impala_loss, ppo_loss, vtrace
+from menger.losses import appo_loss, explained_variance, gae, impala_loss, ppo_loss, vtrace
 
 
 def _to_device(batch: dict, device: torch.device) -> dict:
@@ -216,6 +216,7 @@ class PPOLearner(Learner):
         values = ev.values.float()
         discounts = cfg.gamma * (1.0 - batch["dones"])
         advantages, returns = gae(batch["rewards"], values[:-1], values[-1], discounts, cfg.gae_lambda)
+        explained = explained_variance(values[:-1], returns, batch["valid"])  # of the values the batch acted with
         data = dict(batch, obs=obs, advantages=advantages, returns=returns, old_values=values[:-1])
         n_envs = batch["dones"].shape[1]
         minibatches = min(cfg.minibatches, n_envs) if policy.lstm_size else cfg.minibatches
@@ -228,7 +229,7 @@ class PPOLearner(Learner):
             if cfg.target_kl is not None and self._agreed(float(info["approx_kl"])) > cfg.target_kl:
                 break
         self.updates += 1
-        return dict({k: float(v) for k, v in info.items()}, lr=lr)
+        return dict({k: float(v) for k, v in info.items()}, lr=lr, explained_variance=float(explained))
 
     def _minibatches(self, data: dict, count: int):
         if self.policy.lstm_size:  # whole sequences: split along envs
@@ -315,8 +316,10 @@ class VTraceLearner(Learner):
                              cfg.gamma * (1.0 - mb["dones"]), clip_rho=cfg.clip_rho, clip_pg_rho=cfg.clip_pg_rho,
                              clip_c=cfg.clip_c, lam=cfg.lam)
         if self.appo:
-            return appo_loss(target_logp, mb["logp"], values[:-1], ev.entropy.float(), returns, mb["valid"],
-                             clip=cfg.clip, value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef,
-                             normalize_advantages=cfg.normalize_advantages)
-        return impala_loss(target_logp, values[:-1], ev.entropy.float(), returns, mb["valid"],
-                           value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
+            loss, info = appo_loss(target_logp, mb["logp"], values[:-1], ev.entropy.float(), returns, mb["valid"],
+                                   clip=cfg.clip, value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef,
+                                   normalize_advantages=cfg.normalize_advantages)
+        else:
+            loss, info = impala_loss(target_logp, values[:-1], ev.entropy.float(), returns, mb["valid"],
+                                     value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
+        return loss, dict(info, explained_variance=explained_variance(values[:-1], returns.vs, mb["valid"]))

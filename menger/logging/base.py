@@ -9,7 +9,31 @@ backend (terminal, JSONL, TensorBoard) shares one x axis and a resumed run conti
 from __future__ import annotations
 
 import warnings
-from typing import Mapping, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Protocol, Union, runtime_checkable
+
+HParam = Union[bool, int, float, str]
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a run is, handed once to each logger that defines ``start(run)``, when training starts or resumes.
+
+    ``config``: the effective config as plain nested data; ``config_text``: the ``config.yaml`` the run saved;
+    ``hparams``: the hyperparameters as flat dotted keys with scalar values (``ppo.lr``, ``runtime.actors``);
+    ``step``: env frames so far (0, or the checkpoint's on a resume); ``changes``: on a resume, dotted key ->
+    (old value, new value) for each key the resume changed.
+    """
+
+    name: str
+    run_dir: Path
+    config: Mapping[str, object]
+    config_text: str
+    hparams: Mapping[str, HParam]
+    step: int = 0
+    resumed: bool = False
+    changes: Mapping[str, tuple] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -28,6 +52,10 @@ class Logger(Protocol):
 
     ``write`` must not keep a reference to ``metrics`` that it later relies on (the caller may reuse
     the dict); ``close`` releases files and displays and may be called more than once.
+
+    A logger may also define ``start(run: RunStart)``, called once before the first write with what the run
+    is (its config, its hyperparameters, whether it resumes): TensorBoard writes the config as text and the
+    hyperparameters for its HParams tab, Weights & Biases opens its run there.
     """
 
     def write(self, metrics: Mapping[str, float], step: int) -> None: ...
@@ -51,6 +79,15 @@ class MultiLogger:
     def active(self) -> tuple[Logger, ...]:
         """The loggers still receiving writes (failed ones have been removed)."""
         return tuple(self._active)
+
+    def start(self, run: RunStart) -> None:
+        """Hand `run` to the loggers that define `start`; one that fails is disabled as in `write`."""
+        for logger in list(self._active):
+            if hasattr(logger, "start"):
+                try:
+                    logger.start(run)
+                except Exception as error:  # noqa: BLE001 - any logger failure must be contained
+                    self._disable(logger, error)
 
     def write(self, metrics: Mapping[str, float], step: int) -> None:
         for logger in list(self._active):

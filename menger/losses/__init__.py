@@ -29,13 +29,14 @@ from menger.losses.sac import (
     squash,
     squashed_gaussian_logp,
 )
+from menger.losses.stats import explained_variance
 from menger.losses.value_rescaling import inverse_value_rescale, value_rescale
 from menger.losses.vtrace import VTraceReturns, vtrace
 
 __all__ = [
-    "NStepItems", "VTraceReturns", "appo_loss", "double_q_targets", "dqn_loss", "dueling", "gae", "impala_loss",
-    "inverse_value_rescale", "masked_mean", "n_step_items", "n_step_targets", "ppo_loss", "q_learning_targets",
-    "r2d2_loss", "r2d2_targets", "sequence_priorities", "sequence_targets",
+    "NStepItems", "VTraceReturns", "appo_loss", "double_q_targets", "dqn_loss", "dueling", "explained_variance",
+    "gae", "impala_loss", "inverse_value_rescale", "masked_mean", "n_step_items", "n_step_targets", "ppo_loss",
+    "q_learning_targets", "r2d2_loss", "r2d2_targets", "sequence_priorities", "sequence_targets",
     "sac_actor_loss", "sac_critic_loss", "sac_critic_targets", "sac_temperature_loss", "squash",
     "squashed_gaussian_logp", "value_rescale", "vtrace",
 ]

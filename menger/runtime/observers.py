@@ -20,6 +20,10 @@ import logging
 import signal
 import threading
 
+from menger.config import to_dict
+from menger.experiment import hyperparameters
+from menger.logging import RunStart
+
 log = logging.getLogger("menger.trainer")
 
 
@@ -47,13 +51,27 @@ class Observer:
 
 
 class MetricsWriter(Observer):
-    """Hands every metrics record to a logger (`write(metrics, step)`): JSONL, TensorBoard, the progress display."""
+    """Hands every metrics record to a logger (`write(metrics, step)`): JSONL, TensorBoard, the progress display;
+    and what the run is (`menger.logging.RunStart`) to a logger that defines `start(run)`, as the run starts."""
 
     def __init__(self, logger):
         self.logger = logger
 
+    def on_start(self, trainer) -> None:
+        if hasattr(self.logger, "start"):
+            self.logger.start(run_start(trainer))
+
     def on_metrics(self, trainer, metrics: dict) -> None:
         self.logger.write(metrics, step=int(metrics["time/env_frames"]))
+
+
+def run_start(trainer) -> RunStart:
+    """What the trainer's run is: its saved config, its hyperparameters, where it resumes and what that changed."""
+    cfg = trainer.cfg
+    return RunStart(name=trainer.run_dir.name, run_dir=trainer.run_dir, config=to_dict(cfg),
+                    config_text=(trainer.run_dir / "config.yaml").read_text(encoding="utf-8"),
+                    hparams=hyperparameters(cfg), step=int(trainer.accounts.accepted), resumed=trainer.resume,
+                    changes=dict(trainer.config_changes))
 
 
 class StopOnSignals(Observer):

@@ -70,6 +70,7 @@ class Trainer:
         self.stopping = False  # the loop has ended: closing checkpoint and shutdown follow
         self._stop_requested = False
         self._restores: dict[int, dict] = {}
+        self.config_changes: dict[str, tuple] = {}  # a resume: dotted key -> (saved value, this run's value)
         self._snapshots: dict[int, dict] = {}
         self._saved_step: int | None = None
         self._spaces: tuple | None = None
@@ -295,6 +296,7 @@ class Trainer:
         log.info("resumed from %s (update %d, %d frames, parameter version %d)", checkpoint.path.name,
                  self.learner.updates, self.accounts.accepted, self.version)
         changes = _config_changes(saved_config, to_dict(self.cfg)) if saved_config is not None else {}
+        self.config_changes = changes
         for key, (old, new) in changes.items():
             log.info("config changed for this resume: %s: %r -> %r", key, old, new)
         eval_return = self.eval_stats.get("eval/return_mean") if self.eval_stats else None
