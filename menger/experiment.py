@@ -191,6 +191,9 @@ class EvalConfig:
     episodes: int = field(10, min=1, doc="episodes per evaluation (run side by side, one env each)")
     max_steps: int = field(100_000, min=1, doc="steps per evaluation before it gives up on unfinished episodes")
     seed: int = field(10_000, doc="seed of the evaluation envs (the same episodes every evaluation)")
+    video_interval_s: float = field(0.0, min=0.0, doc="seconds of training between videos of one deterministic "
+                                    "episode (the env's own rgb_array render), written to RUN_DIR/videos/"
+                                    "eval-<frames>.mp4 in a background thread; 0 = none")
 
 
 @dataclass(frozen=True)
