@@ -28,7 +28,7 @@ from menger.coordinator import make_coordinator
 from menger.core import InferenceBackend, Launcher, Transport
 from menger.device import resolve_device
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
-from menger.experiment import ExperimentConfig, migrate_legacy_keys
+from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
@@ -61,7 +61,9 @@ class Trainer:
         rt = config.runtime
         self.coordinator = make_coordinator(config)
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self))
-        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0)
+        # off-policy actors explore, so their target is the greedy evaluation's; on-policy ones act as the policy
+        # does, so an evaluation switched on for them is watched but does not move when the run stops
+        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0 and config.algo in OFF_POLICY)
         self._publish_every = config.replay.publish_every if config.coordination == "replay" else 1
         self.evaluator: Evaluator | None = None
         self.video: VideoRecorder | None = None

@@ -167,3 +167,13 @@ def test_a_training_video_of_an_env_that_cannot_render_stops_the_run_before_it_s
         api.train("cartpole-ppo", [*quiet, *TINY, "env.id=menger/Bandit-v0", "stop.env_frames=32",
                                    "eval.video_interval_s=60"], run_dir=str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("preset,reads_eval", [("cartpole-ppo", False), ("cartpole-apex", True)])
+def test_an_evaluation_switched_on_for_ppo_is_watched_but_its_target_reads_the_training_episodes(tmp_path, preset,
+                                                                                                   reads_eval):
+    from menger.experiment import load_experiment
+    from menger.runtime import Trainer
+
+    trainer = Trainer(load_experiment(preset, ["eval.interval_s=1"]), tmp_path / "run", launcher=None)
+    assert trainer.stop_rules.use_eval is reads_eval
