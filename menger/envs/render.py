@@ -23,6 +23,7 @@ What the picture is:
 """
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any, Callable, NamedTuple
 
@@ -227,22 +228,30 @@ class _AtariRender(RenderEnv):
 
 def _build_rendering(factory: Callable, kwargs: dict, env_id: str):
     """The env in rgb_array mode: asked for with ``render_mode``, or already so when it takes no such argument."""
-    try:
-        env = factory(render_mode="rgb_array", **kwargs)
-    except TypeError as exc:
-        if "render_mode" not in str(exc):
-            raise
+    env = None
+    if _takes_render_mode(factory):
+        try:
+            env = factory(render_mode="rgb_array", **kwargs)
+            why = "built with render_mode='rgb_array', its render_mode is {!r}"
+        except TypeError as exc:  # a factory passing **kwargs on to a constructor without render_mode
+            if "render_mode" not in str(exc):
+                raise
+    if env is None:
         env = factory(**kwargs)
-        mode = getattr(env, "render_mode", None)
-        if mode != "rgb_array":
-            env.close()
-            raise RenderError(_cannot_render(env_id, f"its constructor takes no render_mode argument ({exc}) and "
-                                                     f"its render_mode is {mode!r}")) from exc
+        why = "its constructor takes no render_mode argument and its render_mode is {!r}"
     mode = getattr(env, "render_mode", None)
     if mode != "rgb_array":
         env.close()
-        raise RenderError(_cannot_render(env_id, f"built with render_mode='rgb_array', its render_mode is {mode!r}"))
+        raise RenderError(_cannot_render(env_id, why.format(mode)))
     return env
+
+
+def _takes_render_mode(factory: Callable) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin or extension type: try it
+        return True
+    return any(p.name == "render_mode" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _checked_frame(frame, env_id: str) -> np.ndarray:

@@ -98,6 +98,45 @@ def test_an_env_that_cannot_render_says_what_why_and_what_to_do():
     assert "render_mode" in message and "[H, W, 3] uint8" in message and message.endswith("without --video")
 
 
+USER_ENVS = """
+import gymnasium as gym
+import numpy as np
+
+
+class Blind(gym.Env):  # no render_mode argument, no render()
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 1.0, True, False, {}
+
+
+class Painter(Blind):  # takes no render_mode, but renders rgb_array by itself: odd-sized frames
+    render_mode = "rgb_array"
+
+    def render(self):
+        return np.full((5, 7, 3), 200, np.uint8)
+"""
+
+
+def test_a_user_class_without_render_mode_fails_clearly_or_films_if_it_renders_by_itself(tmp_path, monkeypatch):
+    (tmp_path / "my_envs.py").write_text(USER_ENVS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RenderError, match="'my_envs:Blind' cannot render.*takes no render_mode argument"):
+        make_render_env("my_envs:Blind", seed=0)
+    env = make_render_env("my_envs:Painter", seed=0)
+    try:
+        record = record_video(env, _left, tmp_path / "p.mp4", seed=0, max_steps=10)
+    finally:
+        env.close()
+    assert (record.width, record.height, record.frames, record.episode_return) == (7, 5, 2, 1.0)
+    assert _decoded(record.path)[0].shape == (6, 8, 3)  # H.264 needs even sides: one black row and column
+
+
 # ----- `menger eval --video` --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("env_id,allow", [("CartPole-v1", []), (USER_CARTPOLE, ["--allow-import", "gymnasium"])])
