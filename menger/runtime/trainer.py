@@ -300,6 +300,8 @@ class Trainer:
         if self.evaluator is not None and "evaluator" in state:
             self.evaluator.load_state(state["evaluator"])
             self.eval_stats = self.evaluator.last
+        if self.video is not None:  # the first video of a resumed run comes an interval after where it resumed
+            self.video.next_at = self.wall_offset + self.video.interval_s
         self._saved_step = self.learner.updates
         log.info("resumed from %s (update %d, %d frames, parameter version %d)", checkpoint.path.name,
                  self.learner.updates, self.accounts.accepted, self.version)
