@@ -13,7 +13,8 @@ seconds spent evaluating, so that a benchmark can leave them out of the training
 
 Every `eval.video_interval_s` seconds (off by default), `VideoRecorder` copies the parameters the same way and
 plays one deterministic episode on its own rendering env in a background thread, so training goes on; the
-video is RUN_DIR/videos/eval-<frames>.mp4 (`record_video`, which `menger eval --video` uses too).
+video is RUN_DIR/videos/eval-<frames>.mp4 (`record_video`, which `menger eval --video` uses too), and with
+log.tensorboard an animated GIF under `eval/video` in TensorBoard's Images tab.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import torch
 
 from menger.envs import make_vec_env
 from menger.envs.render import RenderEnv, make_render_env, record_episode
+from menger.logging.tensorboard import TensorBoardLogger
 from menger.logging.video import VideoWriter
 from menger.models import build_policy, obs_to_tensors
 
@@ -135,6 +137,8 @@ class VideoRecorder:
         self.cfg = config.eval
         self.interval_s = self.cfg.video_interval_s
         self.video_dir = Path(run_dir) / "videos"
+        self.tensorboard_dir = Path(run_dir) / "tb" if config.log.tensorboard else None
+        self._tensorboard: TensorBoardLogger | None = None  # its own events file, opened at the first video
         self.join_timeout_s = join_timeout_s
         self.env = make_render_env(config.env.id, seed=self.cfg.seed, kwargs=dict(config.env.kwargs),
                                    preset=config.env.preset, instead="set eval.video_interval_s=0")
@@ -155,10 +159,11 @@ class VideoRecorder:
             return
         self.network.load_state_dict({k: v.detach().cpu().clone() for k, v in policy.state_dict().items()})
         path = self.video_dir / f"eval-{env_frames}.mp4"
-        self._thread = threading.Thread(target=self._record, args=(path,), name="menger-eval-video", daemon=True)
+        self._thread = threading.Thread(target=self._record, args=(path, env_frames), name="menger-eval-video",
+                                        daemon=True)
         self._thread.start()
 
-    def _record(self, path: Path) -> None:
+    def _record(self, path: Path, env_frames: int) -> None:
         state = self.network.initial_state(1) if self.network.lstm_size else None
 
         @torch.no_grad()
@@ -172,6 +177,10 @@ class VideoRecorder:
             self.last = record_video(self.env, act, path, seed=self.cfg.seed, max_steps=self.cfg.max_steps)
             self.count += 1
             log.info("evaluation video: %s", self.last.describe())
+            if self.tensorboard_dir is not None:
+                if self._tensorboard is None:
+                    self._tensorboard = TensorBoardLogger(self.tensorboard_dir)
+                self._tensorboard.write_video("eval/video", path, env_frames)
         except Exception as exc:  # noqa: BLE001 - a video that fails must not end the training run
             self.failed += 1
             log.warning("evaluation video %s not written: %s: %s", path, type(exc).__name__, exc)
@@ -190,3 +199,5 @@ class VideoRecorder:
                             self.join_timeout_s)
                 return  # the thread still uses the env
         self.env.close()
+        if self._tensorboard is not None:
+            self._tensorboard.close()

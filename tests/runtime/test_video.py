@@ -176,7 +176,8 @@ def test_training_evaluates_deterministically_and_films_an_episode(tmp_path, lau
     assert any("eval/return_mean" in record for record in records)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    assert {"eval/return_mean", "eval/length_mean"} <= set(EventAccumulator(str(run / "tb")).Reload().Tags()["scalars"])
+    tags = EventAccumulator(str(run / "tb")).Reload().Tags()
+    assert {"eval/return_mean", "eval/length_mean"} <= set(tags["scalars"]) and "eval/video" in tags["images"]
     videos = sorted((run / "videos").glob("eval-*.mp4"))
     assert m["eval/videos"] == len(videos) >= 1
     assert _decoded(videos[0])[0].shape == (400, 600, 3)
@@ -216,3 +217,22 @@ def test_an_evaluation_switched_on_for_ppo_is_watched_but_its_target_reads_the_t
 
     trainer = Trainer(load_experiment(preset, ["eval.interval_s=1"]), tmp_path / "run", launcher=None)
     assert trainer.stop_rules.use_eval is reads_eval
+
+
+def test_a_video_goes_into_tensorboard_as_a_smaller_animated_gif(tmp_path):
+    import io
+
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from menger.logging import TensorBoardLogger
+
+    with VideoWriter(tmp_path / "v.mp4", fps=50) as video:
+        for i in range(12):
+            video.append(np.full((400, 600, 3), 20 * i, np.uint8))
+    with TensorBoardLogger(tmp_path / "tb") as logger:
+        logger.write_video("eval/video", tmp_path / "v.mp4", step=7, max_frames=6)
+    (image,) = EventAccumulator(str(tmp_path / "tb")).Reload().Images("eval/video")
+    gif = Image.open(io.BytesIO(image.encoded_image_string))
+    assert image.step == 7 and (image.width, image.height) == (300, 200) == gif.size
+    assert gif.format == "GIF" and gif.n_frames == 6 and gif.info["duration"] == 40  # every 2nd frame of 50 fps
