@@ -2,7 +2,8 @@
 
 The video shows the env's own `render()` frames (rgb_array) at the env's resolution: CartPole's 600x400 picture,
 the full 210x160 colour Atari screen rather than the agent's 84x84 grey view (`menger.envs.render`). It is an
-MP4 (or a GIF) of an episode of its own, played from the same `seed`; its return is reported beside it. An env that cannot render stops the command before anything is played (`RenderError`).
+MP4 (or a GIF) of an episode of its own, played from the same `seed`; its return is reported beside it. An env
+that cannot render stops the command before anything is played (`RenderError`).
 """
 from __future__ import annotations
 
