@@ -97,7 +97,6 @@ class Evaluator:
         self.envs.close()
 
 
-
 @dataclass(frozen=True)
 class VideoRecord:
     path: Path
@@ -175,15 +174,19 @@ class VideoRecorder:
 
         try:
             self.last = record_video(self.env, act, path, seed=self.cfg.seed, max_steps=self.cfg.max_steps)
-            self.count += 1
-            log.info("evaluation video: %s", self.last.describe())
-            if self.tensorboard_dir is not None:
-                if self._tensorboard is None:
-                    self._tensorboard = TensorBoardLogger(self.tensorboard_dir)
-                self._tensorboard.write_video("eval/video", path, env_frames)
         except Exception as exc:  # noqa: BLE001 - a video that fails must not end the training run
             self.failed += 1
             log.warning("evaluation video %s not written: %s: %s", path, type(exc).__name__, exc)
+            return
+        self.count += 1
+        log.info("evaluation video: %s", self.last.describe())
+        if self.tensorboard_dir is not None:
+            try:
+                if self._tensorboard is None:
+                    self._tensorboard = TensorBoardLogger(self.tensorboard_dir)
+                self._tensorboard.write_video("eval/video", path, env_frames)
+            except Exception as exc:  # noqa: BLE001 - the MP4 is written; TensorBoard only misses its copy
+                log.warning("evaluation video %s not put into TensorBoard: %s: %s", path, type(exc).__name__, exc)
 
     def metrics(self) -> dict:
         out = {"eval/videos": self.count, "eval/videos_skipped": self.skipped, "eval/videos_failed": self.failed}
