@@ -60,7 +60,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("run_dir")
     ev.add_argument("--episodes", type=int, default=10)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
-    ev.add_argument("--video", action="store_true", help="write eval.gif of the first episode into the run directory")
+    ev.add_argument("--video", action="store_true", help="also play one episode on an env that renders and write "
+                    "its rgb_array frames as RUN_DIR/eval.mp4 (the env's own picture at its own resolution; Atari: the "
+                    "210x160 colour screen)")
+    ev.add_argument("--video-format", choices=("mp4", "gif"), help="the video's format (default: the --video-out "
+                    "suffix, else mp4)")
+    ev.add_argument("--video-out", metavar="PATH", help="where to write the video (default RUN_DIR/eval.FORMAT)")
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
@@ -179,13 +184,15 @@ def cmd_resume(args) -> int:
 def cmd_eval(args) -> int:
     from menger.evaluate import evaluate_run
 
-    report = evaluate_run(args.run_dir, episodes=args.episodes, deterministic=not args.stochastic,
-                          video=args.video, seed=args.seed, allow_import=args.allow_import)
+    video = args.video or args.video_out is not None or args.video_format is not None
+    report = evaluate_run(args.run_dir, episodes=args.episodes, deterministic=not args.stochastic, video=video,
+                          video_path=args.video_out, video_format=args.video_format, seed=args.seed,
+                          allow_import=args.allow_import)
     print(f"episodes: {report['episodes']}  mean return: {report['return_mean']:.2f} "
           f"(std {report['return_std']:.2f}, min {report['return_min']:.2f}, max {report['return_max']:.2f})  "
           f"mean length: {report['length_mean']:.1f}")
     if report.get("video"):
-        print(f"video: {report['video']}")
+        print(f"video: {report['video_record'].describe()}")
     return 0
 
 

@@ -1,4 +1,10 @@
-"""`menger eval`: run a trained policy for N episodes; optionally write a GIF of the first one."""
+"""`menger eval`: run a trained policy for N episodes; optionally write a video of one more episode.
+
+The video shows the env's own `render()` frames (rgb_array) at the env's resolution: CartPole's 600x400 picture,
+the full 210x160 colour Atari screen rather than the agent's 84x84 grey view (`menger.envs.render`). It is an
+MP4 (or a GIF) of an episode of its own, played from the same `seed`; its return is reported beside it. An env
+that cannot render stops the command before anything is played (`RenderError`).
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,90 +13,57 @@ import numpy as np
 
 
 def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool = True, video: bool = False,
-                 seed: int = 12345, max_steps: int = 100_000, allow_import=()) -> dict:
+                 video_path: str | Path | None = None, video_format: str | None = None, seed: int = 12345,
+                 max_steps: int = 100_000, allow_import=()) -> dict:
     from menger.api import load_policy
     from menger.envs import make_vec_env
+    from menger.envs.render import make_render_env
+    from menger.runtime.evaluation import record_video
 
     policy = load_policy(run_dir, allow_import)
     cfg = policy.config
-    envs = make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
-    returns, lengths, frames = [], [], []
-    obs = envs.reset(seed=seed)
-    ep_return, ep_length, steps = 0.0, 0, 0
-    while len(returns) < episodes and steps < max_steps:
-        if video and not returns:
-            frames.append(_frame(envs, obs))
-        action = policy.act(obs, deterministic=deterministic)
-        result = envs.step(action)
-        ep_return += float(result.reward[0])
-        ep_length += int(result.valid[0])
-        steps += 1
-        ended = result.terminated | result.truncated
-        policy.reset_state(ended | ~result.valid)
-        if ended[0]:
-            returns.append(ep_return)
-            lengths.append(ep_length)
-            ep_return, ep_length = 0.0, 0
-        obs = result.obs
-    envs.close()
-    if not returns:
-        raise RuntimeError(f"no episode finished within {max_steps} steps")
-    report = {"episodes": len(returns), "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
-              "return_min": float(np.min(returns)), "return_max": float(np.max(returns)),
-              "length_mean": float(np.mean(lengths))}
-    frames = [f for f in frames if f is not None]
-    if video and not frames and cfg.env.preset is None:
-        frames = _rendered_episode(policy, cfg, seed, deterministic, max_steps)
-    if video and frames:
-        report["video"] = str(_write_gif(frames, Path(run_dir) / "eval.gif"))
+    render_env = None
+    if video:  # first: an env that cannot render says so before any episode is played
+        render_env = make_render_env(cfg.env.id, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
+                                     instead="run menger eval without --video")
+    try:
+        report = _play(policy, make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs),
+                                            preset=cfg.env.preset), episodes, deterministic, seed, max_steps)
+        if render_env is not None:
+            video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"
+            path = Path(video_path) if video_path else Path(run_dir) / f"eval.{video_format}"
+            policy.reset_state(np.ones(1, bool))
+            record = record_video(render_env, lambda obs: policy.act(obs, deterministic=deterministic), path,
+                                  seed=seed, max_steps=max_steps, video_format=video_format)
+            report["video"] = str(record.path)
+            report["video_record"] = record
+    finally:
+        if render_env is not None:
+            render_env.close()
     return report
 
 
-def _frame(envs, obs):
-    """An image of the current state: the env's own rendering if it has one, else an image observation."""
-    inner = getattr(envs, "env", None) or getattr(envs, "envs", None)
-    for candidate in (inner[0] if isinstance(inner, list) else inner,):
-        render = getattr(candidate, "render", None)
-        if render is not None and getattr(candidate, "render_mode", None) == "rgb_array":
-            return render()
-    array = obs if not isinstance(obs, dict) else next(iter(obs.values()))
-    array = np.asarray(array)[0]
-    if array.ndim == 3 and array.dtype == np.uint8:  # stacked frames [C, H, W]: show the newest
-        return np.repeat(array[-1][:, :, None], 3, axis=2)
-    if array.ndim == 2:
-        scaled = (255 * (array - array.min()) / max(1e-9, float(array.max() - array.min()))).astype(np.uint8)
-        return np.repeat(scaled[:, :, None], 3, axis=2)
-    return None
-
-
-def _rendered_episode(policy, cfg, seed: int, deterministic: bool, max_steps: int) -> list[np.ndarray]:
-    """One episode in a single env made with render_mode='rgb_array' (vector envs do not render)."""
-    import os
-
-    import gymnasium as gym
-
-    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen; no display needed
-    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+def _play(policy, envs, episodes: int, deterministic: bool, seed: int, max_steps: int) -> dict:
+    returns, lengths = [], []
+    obs = envs.reset(seed=seed)
+    ep_return, ep_length, steps = 0.0, 0, 0
     try:
-        env = gym.make(cfg.env.id, render_mode="rgb_array", **dict(cfg.env.kwargs))
-    except Exception:  # noqa: BLE001 - user factories may not take render_mode
-        return []
-    obs, _ = env.reset(seed=seed)
-    frames = [env.render()]
-    for _ in range(max_steps):
-        batch = {k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
-        obs, _, terminated, truncated, _ = env.step(policy.act(batch, deterministic=deterministic)[0])
-        frames.append(env.render())
-        if terminated or truncated:
-            break
-    env.close()
-    policy.reset_state(np.ones(1, bool))
-    return [f for f in frames if f is not None]
-
-
-def _write_gif(frames: list[np.ndarray], path: Path) -> Path:
-    from PIL import Image
-
-    images = [Image.fromarray(np.asarray(f, dtype=np.uint8)) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=40, loop=0)
-    return path
+        while len(returns) < episodes and steps < max_steps:
+            result = envs.step(policy.act(obs, deterministic=deterministic))
+            ep_return += float(result.reward[0])
+            ep_length += int(result.valid[0])
+            steps += 1
+            ended = result.terminated | result.truncated
+            policy.reset_state(ended | ~result.valid)
+            if ended[0]:
+                returns.append(ep_return)
+                lengths.append(ep_length)
+                ep_return, ep_length = 0.0, 0
+            obs = result.obs
+    finally:
+        envs.close()
+    if not returns:
+        raise RuntimeError(f"no episode finished within {max_steps} steps")
+    return {"episodes": len(returns), "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
+            "return_min": float(np.min(returns)), "return_max": float(np.max(returns)),
+            "length_mean": float(np.mean(lengths))}

@@ -187,11 +187,16 @@ class ReplayConfig:
 class EvalConfig:
     """A deterministic evaluation during training on its own envs (greedy for apex, the mean action for sac)."""
 
-    interval_s: Optional[float] = field(None, min=0.0, doc="seconds of training between evaluations; None = 5 for "
-                                        "apex, r2d2 and sac, off for on-policy algorithms; 0 = off")
+    interval_s: Optional[float] = field(None, min=0.0, doc="seconds of training between evaluations (written as "
+                                        "eval/return_mean, eval/length_mean, ...); None = 5 for apex, r2d2 and sac, "
+                                        "whose stop.target_return reads it, off for on-policy algorithms (whose "
+                                        "target reads the training episodes even when it is on); 0 = off")
     episodes: int = field(10, min=1, doc="episodes per evaluation (run side by side, one env each)")
     max_steps: int = field(100_000, min=1, doc="steps per evaluation before it gives up on unfinished episodes")
     seed: int = field(10_000, doc="seed of the evaluation envs (the same episodes every evaluation)")
+    video_interval_s: float = field(0.0, min=0.0, doc="seconds of training between videos of one deterministic "
+                                    "episode (the env's own rgb_array render), written to RUN_DIR/videos/"
+                                    "eval-<frames>.mp4 in a background thread; 0 = none")
 
 
 @dataclass(frozen=True)

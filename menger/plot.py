@@ -29,6 +29,7 @@ from menger.logging.jsonl import read_jsonl
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"
 PLOT_FILE = "plot.png"
+EVAL_LABEL = "deterministic evaluation"
 
 
 class NoMetricsError(FileNotFoundError):
@@ -113,6 +114,16 @@ def continuous_wall_time(wall_s: np.ndarray) -> tuple[np.ndarray, list[float]]:
     return continuous, resumes
 
 
+def evaluation_points(records: Sequence[Mapping]) -> np.ndarray:
+    """``eval/return_mean`` at the records where a new evaluation had just finished, NaN elsewhere: every record
+    repeats the last evaluation, which would draw a staircase of stale values."""
+    returns, count = metric_column(records, "eval/return_mean"), metric_column(records, "eval/count")
+    if not np.isfinite(count).any():  # records written before eval/count existed
+        return returns
+    fresh = np.isfinite(count) & (count != np.concatenate(([np.nan], count[:-1])))
+    return np.where(fresh, returns, np.nan)
+
+
 def metric_column(records: Sequence[Mapping], key: str) -> np.ndarray:
     """One metric across records as floats; missing keys and nulls (NaN/inf at write time) become NaN."""
     values = [record.get(key) for record in records]
@@ -131,9 +142,9 @@ def draw_run(records: Sequence[Mapping], title: str, target_return: float | None
     (by_frames, by_wall), (throughput, lag) = figure.subplots(
         2, 2, gridspec_kw=dict(left=0.07, right=0.98, bottom=0.07, top=0.92, wspace=0.2, hspace=0.3))
     returns = {"mean return (last 20 episodes)": metric_column(records, "episode/return_mean")}
-    evaluated = metric_column(records, "eval/return_mean")
-    if np.isfinite(evaluated).any():  # apex, sac: the deterministic evaluation is what meets the target
-        returns["deterministic evaluation"] = evaluated
+    evaluated = evaluation_points(records)
+    if np.isfinite(evaluated).any():  # apex, sac, eval.interval_s: the deterministic evaluation
+        returns[EVAL_LABEL] = evaluated
 
     _panel(by_frames, frames, returns, "episode return vs env frames", "env frames", "return", resume_frames)
     _panel(by_wall, wall, returns, "episode return vs wall-clock time", "wall-clock seconds", "return", resumes)
@@ -164,7 +175,7 @@ def _panel(axes: Axes, x: np.ndarray, series: dict[str, np.ndarray], title: str,
     for label, y in series.items():
         shown = np.isfinite(x) & np.isfinite(y)
         if shown.any():
-            marker = "." if shown.sum() < 30 else None
+            marker = "o" if label == EVAL_LABEL else "." if shown.sum() < 30 else None
             axes.plot(x[shown], y[shown], label=label, marker=marker)
             drawn = True
     if not drawn:

@@ -13,6 +13,7 @@ from menger.plot import (
     NoMetricsError,
     continuous_wall_time,
     draw_run,
+    evaluation_points,
     metric_column,
     plot_run,
     read_target_return,
@@ -119,3 +120,15 @@ def test_read_target_return(tmp_path):
     assert read_target_return(config) is None
     config.write_text(json.dumps({"stop": {"target_return": 195}}))
     assert read_target_return(config) == 195.0
+
+
+def test_the_deterministic_evaluation_is_its_own_line_with_a_marker_per_evaluation():
+    records = [{"step": 1000 * i, "time/wall_s": float(i), "episode/return_mean": 10.0 * i} for i in range(6)]
+    for index, (count, value) in enumerate([(None, None), (1, 50.0), (1, 50.0), (2, 80.0), (2, 80.0), (3, 90.0)]):
+        if count is not None:
+            records[index].update({"eval/count": count, "eval/return_mean": value})
+    points = evaluation_points(records)  # each record repeats the last evaluation: only the fresh ones count
+    assert np.isnan(points[[0, 2, 4]]).all() and points[[1, 3, 5]].tolist() == [50.0, 80.0, 90.0]
+    by_frames = draw_run(records, "run").axes[0]
+    line = next(line for line in by_frames.get_lines() if line.get_label() == "deterministic evaluation")
+    assert line.get_xdata().tolist() == [1000, 3000, 5000] and line.get_marker() == "o"

@@ -73,21 +73,24 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
     return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, next_step_autoreset=next_step_autoreset, **common)
 
 
-def resolve_env(env_id: str) -> tuple[bool, Callable[..., Any]]:
-    """(is it vectorised, a factory) for an id; unknown ids, modules and attributes raise ``UnknownEnvError``."""
+def resolve_env(env_id: str, *, prefer_single: bool = False) -> tuple[bool, Callable[..., Any]]:
+    """(is it vectorised, a factory) for an id; unknown ids, modules and attributes raise ``UnknownEnvError``.
+
+    ``prefer_single``: a gymnasium id with both a vectorised and a single-env implementation gives the single
+    one (a video renders one env)."""
     if ":" in env_id:
         module_name, _, attribute = env_id.partition(":")
         module = _import_user_module(module_name, env_id)
         if hasattr(module, attribute):
             return _classify_user_env(getattr(module, attribute), env_id)
         if attribute in gymnasium.registry:  # gymnasium's own "module:Id" form
-            return _gymnasium_factory(attribute)
+            return _gymnasium_factory(attribute, prefer_single)
         raise UnknownEnvError(
             f"Module {module_name!r} has no attribute {attribute!r} (from env id {env_id!r})."
             f"{_did_you_mean(attribute, [name for name in dir(module) if not name.startswith('_')])}"
         )
     _find_spec(env_id)
-    return _gymnasium_factory(env_id)
+    return _gymnasium_factory(env_id, prefer_single)
 
 
 def _preset_factory(preset: str, env_id: str, num_envs: int, num_threads: int, kwargs: dict) -> Callable:
@@ -97,9 +100,9 @@ def _preset_factory(preset: str, env_id: str, num_envs: int, num_threads: int, k
     return functools.partial(make_atari_vector_env, env_id, num_envs, num_threads=num_threads, kwargs=kwargs)
 
 
-def _gymnasium_factory(env_id: str) -> tuple[bool, Callable[..., Any]]:
+def _gymnasium_factory(env_id: str, prefer_single: bool = False) -> tuple[bool, Callable[..., Any]]:
     spec = gymnasium.spec(env_id)
-    if spec.vector_entry_point is not None:
+    if spec.vector_entry_point is not None and not (prefer_single and spec.entry_point is not None):
         return True, functools.partial(_make_native, env_id)
     # The passive checker only warns on the first steps; it is left out to keep the step path short
     # and every wrapper layer snapshotable.

@@ -15,6 +15,8 @@ The namespaced keys (``actor/fps``, ``learner/loss``) become TensorBoard's group
 A resumed run writes new events files into the same folders, which TensorBoard merges by step; its session is
 the one the run started (the hyperparameters are not written twice) and its best return continues from what
 the earlier events say.
+
+``write_video`` puts a video file in as an animated GIF (the training's evaluation videos).
 """
 
 from __future__ import annotations
@@ -81,6 +83,32 @@ class TensorBoardLogger:
                 writer.add_scalar(key, number, global_step=int(step))
         if self._summary_writer is not None:
             self._note_summary(metrics, int(step))
+
+    def write_video(self, tag: str, video_path: str | os.PathLike[str], step: int, *, max_width: int = 320,
+                    max_frames: int = 300) -> None:
+        """A video file as an animated GIF in TensorBoard's Images tab (what ``add_video`` writes, without
+        moviepy, whose 2.x releases ``add_video`` cannot use): shrunk by a whole factor to at most ``max_width``
+        pixels wide, every k-th frame kept for at most ``max_frames``, played at the file's speed."""
+        import io
+
+        import imageio.v2 as imageio
+        from PIL import Image
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        if self._writer is None:
+            raise ValueError(f"TensorBoardLogger for {self.log_dir} is closed; create a new one to keep writing.")
+        with imageio.get_reader(video_path) as reader:
+            fps = float(reader.get_meta_data().get("fps") or 30.0)
+            every = max(1, -(-reader.count_frames() // max_frames))
+            frames = [frame for index, frame in enumerate(reader) if index % every == 0]
+        stride = max(1, -(-frames[0].shape[1] // max_width))
+        images = [Image.fromarray(frame[::stride, ::stride, :3]) for frame in frames]
+        gif = io.BytesIO()
+        images[0].save(gif, format="GIF", save_all=True, append_images=images[1:], duration=1000.0 * every / fps,
+                       loop=0)
+        image = Summary.Image(height=images[0].height, width=images[0].width, colorspace=3,
+                              encoded_image_string=gif.getvalue())
+        self._writer._get_file_writer().add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), int(step))
 
     def close(self) -> None:
         if self._summary_writer is not None:

@@ -5,6 +5,7 @@
     coordinator  grants slots, accepts or drops unrolls, says when a batch is ready (`menger.coordinator`);
                  with replay (apex, sac) it turns unrolls into replay items and samples batches
     evaluator    deterministic episodes on its own envs every few seconds (apex, sac: what the stop rule reads)
+    video        every eval.video_interval_s, a video of one deterministic episode, written in its own thread
     learner      pure losses and an optimizer step, data-parallel over N ranks (`LearnerGroup`)
     observers    metrics, checkpoints watchers, tests (`menger.runtime.observers`)
 
@@ -27,12 +28,12 @@ from menger.coordinator import make_coordinator
 from menger.core import InferenceBackend, Launcher, Transport
 from menger.device import resolve_device
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
-from menger.experiment import ExperimentConfig, migrate_legacy_keys
+from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
 from menger.runtime.accounting import FrameAccounts
-from menger.runtime.evaluation import Evaluator
+from menger.runtime.evaluation import Evaluator, VideoRecorder
 from menger.runtime.metrics import MetricsRecorder
 from menger.runtime.stopping import StopRules, TrainingFailed
 from menger.runtime.supervisor import ActorSupervisor, NoActorsError
@@ -60,9 +61,12 @@ class Trainer:
         rt = config.runtime
         self.coordinator = make_coordinator(config)
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self))
-        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0)
+        # off-policy actors explore, so their target is the greedy evaluation's; on-policy ones act as the policy
+        # does, so an evaluation switched on for them is watched but does not move when the run stops
+        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0 and config.algo in OFF_POLICY)
         self._publish_every = config.replay.publish_every if config.coordination == "replay" else 1
         self.evaluator: Evaluator | None = None
+        self.video: VideoRecorder | None = None
         self.eval_stats: dict = {}
         self.checkpoint_stats: dict = {}
         self.accounts, self.version, self.wall_offset = FrameAccounts(), 0, 0.0
@@ -94,6 +98,8 @@ class Trainer:
                     self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
                     if self.evaluator is not None and self.evaluator.due(self.elapsed()):
                         self._evaluate()                    # deterministic episodes on the evaluator's own envs
+                    if self.video is not None and self.video.due(self.elapsed()):
+                        self.video.start(self.learner.policy, self.accounts.accepted, self.elapsed())
                     reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
                                                           self.eval_stats.get("eval/return_mean"))
                     if reason is None:
@@ -124,7 +130,8 @@ class Trainer:
 
     def preflight(self) -> tuple:
         """Build the env once (for its spaces) and the network once, before the run directory is written: an
-        unknown env id, bad env kwargs or a network that does not build end here with one clear error."""
+        unknown env id, bad env kwargs, a network that does not build or (with eval.video_interval_s) an env
+        that cannot render end here with one clear error."""
         if self._spaces is None:
             cfg = self.cfg
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s)
@@ -137,6 +144,8 @@ class Trainer:
                 raise ConfigError(f"model: building the network for this env failed ({type(exc).__name__}: {exc}); "
                                   "check model.network, model.kwargs and model.hidden") from exc
             self._spaces = spaces
+            if cfg.eval.video_interval_s > 0:  # an env that cannot render fails here too
+                self.video = VideoRecorder(cfg, *spaces, self.run_dir)
         return self._spaces
 
     def request_stop(self) -> None:
@@ -292,6 +301,8 @@ class Trainer:
         if self.evaluator is not None and "evaluator" in state:
             self.evaluator.load_state(state["evaluator"])
             self.eval_stats = self.evaluator.last
+        if self.video is not None:  # the first video of a resumed run comes an interval after where it resumed
+            self.video.next_at = self.wall_offset + self.video.interval_s
         self._saved_step = self.learner.updates
         log.info("resumed from %s (update %d, %d frames, parameter version %d)", checkpoint.path.name,
                  self.learner.updates, self.accounts.accepted, self.version)
@@ -318,7 +329,8 @@ class Trainer:
 
     def _write_metrics(self, elapsed: float) -> dict:
         components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics(),
-                      **self.coordinator.metrics(), **self.eval_stats, **self.checkpoint_stats}
+                      **self.coordinator.metrics(), **self.eval_stats, **self.checkpoint_stats,
+                      **(self.video.metrics() if self.video is not None else {})}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
                                       components=components)
@@ -333,7 +345,8 @@ class Trainer:
         self.supervisor.final_pass()  # deaths since the last pass count, though nothing restarts them now
         if hasattr(self, "transport"):
             self.transport.shutdown(self.supervisor.handles())
-        for part in ("inference", "learner_group", "evaluator"):  # after the actors: they finish their unrolls
+        # after the actors: they finish their unrolls
+        for part in ("inference", "learner_group", "evaluator", "video"):
             if getattr(self, part, None) is not None:
                 getattr(self, part).close()
         self.coordinator.close()

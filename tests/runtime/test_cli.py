@@ -20,7 +20,8 @@ def test_train_eval_plot_resume_round_trip(tmp_path):
     assert "results:" in out.stdout and (run / "plot.png").exists() and (run / "config.yaml").exists()
     ev = _menger("eval", str(run), "--episodes", "2", "--video")
     assert ev.returncode == 0, ev.stderr
-    assert "mean return" in ev.stdout and (run / "eval.gif").stat().st_size > 1000
+    assert "mean return" in ev.stdout and (run / "eval.mp4").stat().st_size > 1000
+    assert f"video: {run / 'eval.mp4'} (600x400, " in ev.stdout
     res = _menger("resume", str(run), "--no-progress", "--set", "stop.env_frames=8192")
     assert res.returncode == 0, res.stderr
     assert _menger("plot", str(run)).returncode == 0
