@@ -13,7 +13,8 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
 
     policy = load_policy(run_dir, allow_import)
     cfg = policy.config
-    envs = make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
+    envs = make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
+                        wrappers=cfg.env.wrappers)
     returns, lengths, frames = [], [], []
     obs = envs.reset(seed=seed)
     ep_return, ep_length, steps = 0.0, 0, 0
@@ -69,10 +70,14 @@ def _rendered_episode(policy, cfg, seed: int, deterministic: bool, max_steps: in
 
     import gymnasium as gym
 
+    from menger.envs.make import resolve_wrappers
+
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # render off-screen; no display needed
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     try:
         env = gym.make(cfg.env.id, render_mode="rgb_array", **dict(cfg.env.kwargs))
+        for _, wrapper, kwargs in resolve_wrappers(cfg.env.wrappers):  # as the policy was trained
+            env = wrapper(env, **kwargs)
     except Exception:  # noqa: BLE001 - user factories may not take render_mode
         return []
     obs, _ = env.reset(seed=seed)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from menger.models.encoders import MASK_KEY, MLPEncoder, build_encoder
+from menger.models.normalize import ObsNormalizer
 
 MASKED_LOGIT = -1e9
 
@@ -60,9 +61,12 @@ class Policy(nn.Module):
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, encoder: str = "auto",
                  hidden: tuple[int, ...] = (64, 64), activation: str = "tanh", lstm_size: int = 0,
                  network: str | None = None, network_kwargs: dict | None = None, init_log_std: float = 0.0,
-                 separate_value: bool = True):
+                 separate_value: bool = True, obs_clip: float | None = None):
+        """`obs_clip`: normalise observations by running statistics the trainer writes in (`ObsNormalizer`),
+        clipped to +-obs_clip; None: the network sees them as they come."""
         super().__init__()
         self.obs_space, self.action_space = obs_space, action_space
+        self.obs_normalizer = None if obs_clip is None else _obs_normalizer(obs_space, obs_clip)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         if not self.discrete and not isinstance(action_space, gym.spaces.Box):
             raise ValueError(f"unsupported action space {action_space}: Menger supports Discrete and Box actions")
@@ -120,8 +124,12 @@ class Policy(nn.Module):
         entropy = (0.5 + 0.5 * np.log(2 * np.pi) + self.log_std).sum().expand(out.shape[:-1])
         return logp, entropy
 
+    def _normalized(self, obs):
+        return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
+
     def forward(self, obs, state: torch.Tensor | None = None):
         """One step: (action-distribution parameters [N, A], value [N], next core state)."""
+        obs = self._normalized(obs)
         if self.custom is not None:
             logits, value = self.custom(obs)
             return self._masked(logits, obs), value, state
@@ -137,7 +145,7 @@ class Policy(nn.Module):
         if self.custom is not None or self.value_encoder is None:
             out, _, state = self.forward(obs, state)
             return out, state
-        out = self.pi(self.encoder(obs))
+        out = self.pi(self.encoder(self._normalized(obs)))
         return (self._masked(out, obs) if self.discrete else out), state
 
     # ----- actor side ----------------------------------------------------------------------
@@ -171,7 +179,7 @@ class Policy(nn.Module):
             out = _unflatten_time(out, t1, batch)
             values = values.view(t1, batch)
         else:
-            features = self.encoder(flat).view(t1, batch, -1)
+            features = self.encoder(self._normalized(flat)).view(t1, batch, -1)
             h, c = state0[0], state0[1]
             hs = []
             for t in range(t1):
@@ -187,6 +195,16 @@ class Policy(nn.Module):
                 out = self._masked(out.flatten(0, 1), flat).view(t1, batch, -1)
         logp, entropy = self.logp_entropy(out[:-1], actions)
         return EvalOutput(logp, entropy, values)
+
+
+def _obs_normalizer(obs_space: gym.Space, clip: float) -> ObsNormalizer:
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(f"env.normalize.obs needs Box observations; this env's are {obs_space}. Unset "
+                         "env.normalize.obs (or flatten them with env.wrappers: ['gymnasium.wrappers:FlattenObservation'])")
+    if np.dtype(obs_space.dtype) == np.uint8:
+        raise ValueError(f"env.normalize.obs with uint8 image observations {obs_space}: images are already scaled "
+                         "(the CNN divides by 255); unset env.normalize.obs")
+    return ObsNormalizer(obs_space.shape, clip)
 
 
 def _flatten_time(obs):
