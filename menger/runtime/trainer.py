@@ -150,6 +150,8 @@ class Trainer:
         obs_space, action_space = self.preflight()  # before any file is written
         self.run_dir.mkdir(parents=True, exist_ok=True)
         saved_config = _saved_config(self.run_dir) if self.resume else None  # before this run's replaces it
+        if saved_config is not None:
+            _check_same_inputs(saved_config, cfg)
         dump_yaml(to_dict(cfg), self.run_dir / "config.yaml")
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last)
         torch.manual_seed(rt.seed)
@@ -359,6 +361,15 @@ def _saved_config(run_dir: Path) -> dict | None:
         return to_dict(from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(run_dir / "config.yaml"))))
     except (OSError, ConfigError):
         return None
+
+
+def _check_same_inputs(saved_config: dict, cfg: ExperimentConfig) -> None:
+    """A resume cannot switch observation normalisation: the saved policy was trained on the other inputs."""
+    trained = bool(saved_config.get("env", {}).get("normalize", {}).get("obs", False))
+    if trained != cfg.env.normalize.obs:
+        raise ConfigError(f"env.normalize.obs={cfg.env.normalize.obs} but the run was trained "
+                          f"{'with' if trained else 'without'} it: a policy cannot change its inputs on resume; "
+                          f"resume with env.normalize.obs={trained}, or train a new run")
 
 
 def _config_changes(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:

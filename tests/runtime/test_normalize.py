@@ -150,3 +150,11 @@ def test_a_policy_without_normalisation_has_no_extra_parameters():
     normed = build_policy(space, space, ModelConfig(), normalize=NormalizeConfig(obs=True))
     assert sum(p.numel() for p in normed.parameters()) == sum(p.numel() for p in plain.parameters()) + 6
     assert not any(name.startswith("obs_normalizer") for name, _ in plain.named_parameters())
+
+
+def test_a_resume_cannot_switch_observation_normalisation_on(tmp_path, quiet):
+    run = api.train("pendulum-ppo", [*_settings(quiet)[:-2], f"stop.env_frames={T * B}"], run_dir=str(tmp_path / "run"))
+    with pytest.raises(ConfigError, match="env.normalize.obs=True but the run was trained without it"):
+        api.resume(run.run_dir, overrides=["env.normalize.obs=true", f"stop.env_frames={2 * T * B}"])
+    assert "obs: false" in (run.run_dir / "config.yaml").read_text()  # the run directory still says what it is
+    api.resume(run.run_dir, overrides=[f"stop.env_frames={2 * T * B}"])  # and resumes as it was
