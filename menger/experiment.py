@@ -51,7 +51,8 @@ class EnvConfig:
     num_threads: int = field(1, min=1, doc="threads per actor for envs that step in C++ threads (ALE)")
     wrappers: tuple[Union[str, dict], ...] = field(
         (), doc="gymnasium wrappers applied to each env, in order: 'package.module:Wrapper', or {class: "
-        "'package.module:Wrapper', <its kwargs>} (e.g. {class: 'gymnasium.wrappers:TimeLimit', max_episode_steps: 200})")
+        "'package.module:Wrapper', <its kwargs>} (e.g. {class: 'gymnasium.wrappers:TimeLimit', "
+        "max_episode_steps: 200})")
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig, doc="running observation and reward "
                                        "normalisation (ppo, impala, appo)")
 

@@ -200,7 +200,7 @@ class Policy(nn.Module):
 def _obs_normalizer(obs_space: gym.Space, clip: float) -> ObsNormalizer:
     if not isinstance(obs_space, gym.spaces.Box):
         raise ValueError(f"env.normalize.obs needs Box observations; this env's are {obs_space}. Unset "
-                         "env.normalize.obs (or flatten them with env.wrappers: ['gymnasium.wrappers:FlattenObservation'])")
+                         "env.normalize.obs, or flatten them: env.wrappers=['gymnasium.wrappers:FlattenObservation']")
     if np.dtype(obs_space.dtype) == np.uint8:
         raise ValueError(f"env.normalize.obs with uint8 image observations {obs_space}: images are already scaled "
                          "(the CNN divides by 255); unset env.normalize.obs")

@@ -54,7 +54,8 @@ def test_a_users_wrapper_class_and_function_apply(user_envs_on_path):
 
 
 @pytest.mark.parametrize("wrapper,match", [
-    ("collections:OrderedDict", r"env.wrappers\[0\] = 'collections:OrderedDict' is a class that is not a gymnasium.Wrapper"),
+    ("collections:OrderedDict",
+     r"env.wrappers\[0\] = 'collections:OrderedDict' is a class that is not a gymnasium.Wrapper"),
     ("math:pi", r"env.wrappers\[0\] = 'math:pi' is a float that is not a gymnasium.Wrapper"),
     ("no_such_module_xyz:Wrap", r"env.wrappers\[0\] = 'no_such_module_xyz:Wrap': cannot import module"),
     ("gymnasium.wrappers:TimeLimt", r"has no attribute 'TimeLimt'. Did you mean: TimeLimit"),
