@@ -102,3 +102,14 @@ def test_a_wrapper_outside_menger_is_refused_by_eval_until_allowed(tmp_path, use
     assert "env.wrappers[0]='menger_test_user_envs:limit_steps'" in capsys.readouterr().err
     report = evaluate_run(run.run_dir, episodes=2, allow_import=["menger_test_user_envs"])
     assert report["length_mean"] == 5.0
+
+
+def test_a_saved_config_with_a_wrapper_from_os_is_refused_before_anything_is_imported(tmp_path):
+    import yaml
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(yaml.safe_dump({"algo": "ppo", "stop": {"env_frames": 100}, "env": {
+        "id": "Pendulum-v1", "wrappers": ["gymnasium.wrappers:ClipAction", {"class": "os:system", "x": 1}]}}))
+    with pytest.raises(UntrustedRunError, match=r"env.wrappers\[1\]='os:system'.*--allow-import os"):
+        api.load_run_config(run_dir)
