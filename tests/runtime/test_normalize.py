@@ -8,6 +8,7 @@ from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import ConfigError
 from menger.experiment import ModelConfig, NormalizeConfig, load_experiment
+from menger.evaluate import evaluate_run
 from menger.export import export_policy
 from menger.models import build_policy
 from menger.models.normalize import Moments, RunningNormalization, UnrollMoments
@@ -158,3 +159,13 @@ def test_a_resume_cannot_switch_observation_normalisation_on(tmp_path, quiet):
         api.resume(run.run_dir, overrides=["env.normalize.obs=true", f"stop.env_frames={2 * T * B}"])
     assert "obs: false" in (run.run_dir / "config.yaml").read_text()  # the run directory still says what it is
     api.resume(run.run_dir, overrides=[f"stop.env_frames={2 * T * B}"])  # and resumes as it was
+
+
+@pytest.mark.slow
+def test_pendulum_ppo_normalized_reaches_minus_250_and_eval_acts_as_trained(tmp_path, quiet):
+    run = api.train("pendulum-ppo-normalized", [*quiet, "runtime.launcher=processes", "runtime.seed=1",
+                                                "checkpoint.interval_s=0", "stop.target_return=-250"],
+                    run_dir=str(tmp_path / "run"))
+    assert run.reached_target, run.final_metrics
+    report = evaluate_run(run.run_dir, episodes=5)  # on raw observations: the policy normalises them itself
+    assert report["return_mean"] >= -400, report
