@@ -7,9 +7,11 @@
                                               # at an episode's start; zero a row's state where its episode ended
 
 The actions are the deterministic ones `menger eval` and `menger.api.load_policy` take: the most likely (or
-greedy) action for Discrete spaces, the mean (clipped to the space) for Box. The file also carries
+greedy) action for Discrete spaces, the mean (clipped to the space) for Box. A run trained with
+`env.normalize.obs` normalises inside the file with the statistics of its checkpoint: give it raw observations.
+The file also carries
 `menger.json` (torch.jit.load(path, _extra_files={"menger.json": ""})): the observation and action spaces, the
-algorithm, the recurrent state's size and the checkpoint it came from.
+algorithm, the recurrent state's size, whether it normalises observations, and the checkpoint it came from.
 """
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     meta = {"format": "menger.export/1", "algo": policy.config.algo, "env": policy.config.env.id,
             "obs_shape": list(space.shape), "obs_dtype": str(np.dtype(space.dtype)),
             "action_space": str(network.action_space), "lstm_size": int(getattr(network, "lstm_size", 0)),
+            "normalizes_obs": getattr(network, "obs_normalizer", None) is not None,
             "run_dir": str(run_dir)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

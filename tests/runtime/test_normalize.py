@@ -1,5 +1,7 @@
 """`env.normalize`: running observation and reward normalisation, merged across every actor, in checkpoints,
 and applied by load_policy, `menger eval` and `menger export`."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +14,7 @@ from menger.evaluate import evaluate_run
 from menger.export import export_policy
 from menger.models import build_policy
 from menger.models.normalize import Moments, RunningNormalization, UnrollMoments
+from menger.runtime import Observer
 
 T, B = 16, 4
 
@@ -98,6 +101,26 @@ def test_every_actor_process_contributes_and_the_policy_carries_the_statistics(t
     np.testing.assert_allclose(model["obs_normalizer.inv_std"].numpy(), 1 / np.sqrt(var + 1e-8), rtol=1e-6)
 
 
+class _Batches(Observer):
+    def __init__(self):
+        self.metas = []
+
+    def on_batch(self, trainer, batch):
+        self.metas += batch.metas
+
+
+def test_async_impala_counts_every_valid_row_of_every_batched_unroll(tmp_path, quiet):
+    batches = _Batches()
+    run = api.train("cartpole-impala", [*_settings(quiet, "threads", 2), "stop.env_frames=4096"],
+                    run_dir=str(tmp_path / "run"), observers=[batches])
+    state = _checkpoint(run.run_dir)
+    # CartPole's own vector env resets on the step after an episode ends: those rows are no transition
+    valid_rows = sum(meta.frames - meta.invalid_frames for meta in batches.metas)
+    assert {meta.actor_id for meta in batches.metas} == {0, 1}
+    assert state["normalization"]["obs"]["count"] == state["normalization"]["ret"]["count"] == valid_rows
+    assert sum(meta.frames for meta in batches.metas) == state["accounts"]["accepted"] >= 4096
+
+
 def test_statistics_and_parameters_are_the_same_after_a_resume(tmp_path, quiet):
     frames = 4 * T * B
     straight, split = tmp_path / "straight", tmp_path / "split"
@@ -141,8 +164,10 @@ def test_load_policy_and_export_normalise_raw_observations_as_trained(tmp_path, 
     np.testing.assert_allclose(policy.act(raw), expected, rtol=1e-5, atol=1e-5)
     assert not np.allclose(policy.act(raw), np.clip(plain.act(torch.from_numpy(raw), deterministic=True)
                                                     .action.numpy(), -2, 2), atol=1e-3)  # it does normalise
-    exported = torch.jit.load(str(export_policy(run.run_dir)))
+    extra_files = {"menger.json": ""}
+    exported = torch.jit.load(str(export_policy(run.run_dir)), _extra_files=extra_files)
     np.testing.assert_allclose(exported(torch.from_numpy(raw)).numpy(), expected, rtol=1e-5, atol=1e-5)
+    assert json.loads(extra_files["menger.json"])["normalizes_obs"] is True
 
 
 def test_a_policy_without_normalisation_has_no_extra_parameters():
