@@ -113,3 +113,11 @@ def test_a_saved_config_with_a_wrapper_from_os_is_refused_before_anything_is_imp
         "id": "Pendulum-v1", "wrappers": ["gymnasium.wrappers:ClipAction", {"class": "os:system", "x": 1}]}}))
     with pytest.raises(UntrustedRunError, match=r"env.wrappers\[1\]='os:system'.*--allow-import os"):
         api.load_run_config(run_dir)
+
+
+def test_wrappers_of_a_vector_env_or_the_atari_preset_are_refused_with_the_reason(user_envs_on_path):
+    with pytest.raises(UnknownEnvError, match="wrap single gymnasium envs, and 'menger_test_user_envs:CounterVectorEnv' "
+                                              "is a VectorEnv"):
+        make_vec_env("menger_test_user_envs:CounterVectorEnv", 2, seed=0, wrappers=["gymnasium.wrappers:ClipAction"])
+    with pytest.raises(ConfigError, match="env.wrappers with env.preset='atari'"):
+        load_experiment("pong-impala", ["env.wrappers=[gymnasium.wrappers:ClipAction]"])
