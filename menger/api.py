@@ -9,7 +9,8 @@ import torch
 
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import from_dict, load_yaml
-from menger.experiment import ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override
+from menger.experiment import (ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override,
+                               wrapper_spec)
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
 from menger.runtime import MetricsWriter, Trainer, TrainResult
@@ -81,9 +82,16 @@ class UntrustedRunError(RuntimeError):
     """A run directory names code outside Menger that opening it would import, and the user did not allow it."""
 
 
+# Imported from a run directory without consent: Menger's own modules, and gymnasium's wrappers (what their
+# arguments can be in a YAML file, numbers and strings, cannot make them run code).
+TRUSTED_MODULES = ("menger", "gymnasium.wrappers")
+
+
 def _imported_modules(config: ExperimentConfig) -> dict[str, str]:
-    """Config key -> the module a `module:attribute` value of it would import (env ids, custom networks)."""
+    """Config key -> the module a `module:attribute` value of it would import (env ids, custom networks,
+    env wrappers)."""
     named = {"env.id": config.env.id, "model.network": config.model.network}
+    named.update({f"env.wrappers[{index}]": wrapper_spec(item)[0] for index, item in enumerate(config.env.wrappers)})
     return {key: value.split(":", 1)[0].strip() for key, value in named.items() if value and ":" in value}
 
 
@@ -93,18 +101,25 @@ def check_run_imports(config: ExperimentConfig, allow_import=(), source: str = "
     A run directory is data: someone else's `config.yaml` with `env.id: os:system` and `env.kwargs` would run a
     shell command the moment it is opened. Gymnasium ids (no ':') and Menger's own modules need no consent.
     """
-    allowed = ("menger", *allow_import)
-    refused = {key: module for key, module in _imported_modules(config).items()
+    allowed = (*TRUSTED_MODULES, *allow_import)
+    imported = _imported_modules(config)
+    refused = {key: module for key, module in imported.items()
                if not any(module == name or module.startswith(name + ".") for name in allowed)}
     if refused:
-        names = ", ".join(f"{key}={getattr(getattr(config, key.split('.')[0]), key.split('.')[1])!r}"
-                          for key in refused)
+        names = ", ".join(f"{key}={_named_value(config, key)!r}" for key in refused)
         modules = sorted({module.split(".")[0] for module in refused.values()})
         raise UntrustedRunError(
             f"{source} names code that opening it would import: {names}. A run directory is data, and Menger "
             f"imports only its own modules from one unless you allow more. If you trust this run, allow its "
             f"modules: --allow-import {' --allow-import '.join(modules)} (menger eval / resume), or "
             f"allow_import={modules} (menger.api.load_policy / resume / load_run_config).")
+
+
+def _named_value(config: ExperimentConfig, key: str) -> str:
+    if key.startswith("env.wrappers["):
+        return wrapper_spec(config.env.wrappers[int(key[len("env.wrappers["):-1])])[0]
+    section, name = key.split(".")
+    return getattr(getattr(config, section), name)
 
 
 def load_run_config(run_dir: str | Path, allow_import=()) -> ExperimentConfig:
@@ -189,8 +204,10 @@ def load_policy(run_dir: str | Path, allow_import=()) -> Policy:
     checkpoint = CheckpointManager(Path(run_dir) / "checkpoints").load_latest()
     if checkpoint is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint yet; train longer or wait for the first checkpoint")
-    probe = make_vec_env(cfg.env.id, 1, seed=0, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset)
-    network = build_policy(probe.single_observation_space, probe.single_action_space, cfg.model, cfg.algo)
+    probe = make_vec_env(cfg.env.id, 1, seed=0, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
+                         wrappers=cfg.env.wrappers)
+    network = build_policy(probe.single_observation_space, probe.single_action_space, cfg.model, cfg.algo,
+                           cfg.env.normalize)
     probe.close()
     state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
     network.load_state_dict(state["learner"]["model"])

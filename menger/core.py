@@ -23,7 +23,9 @@ class UnrollMeta:
     minus it is the unroll's policy lag. `episode_returns` and `episode_lengths` are the episodes that
     ended in the unroll; `faulty_episodes` counts those a fault ended instead (an env rebuilt, a non-finite
     value dropped): their returns are not true ones and are left out. `env_stats` are the env's fault
-    counters, cumulative over this incarnation.
+    counters, cumulative over this incarnation. `obs_moments` and `return_moments` (`env.normalize`): the
+    moments (`menger.models.normalize.Moments`) of the unroll's observations and of its envs' discounted returns,
+    which the trainer merges into the running statistics; None when not normalising.
     """
 
     actor_id: int
@@ -36,6 +38,8 @@ class UnrollMeta:
     env_stats: tuple[tuple[str, int], ...] = field(default=())
     faulty_episodes: int = 0
     invalid_frames: int = 0  # rows that were no transition: autoreset steps, and what env faults cost
+    obs_moments: Any = None
+    return_moments: Any = None
 
 
 # ----- parameters -----------------------------------------------------------------------------------------------

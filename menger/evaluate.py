@@ -25,10 +25,11 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
     render_env = None
     if video:  # first: an env that cannot render says so before any episode is played
         render_env = make_render_env(cfg.env.id, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
-                                     instead="run menger eval without --video")
+                                     wrappers=cfg.env.wrappers, instead="run menger eval without --video")
     try:
         report = _play(policy, make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs),
-                                            preset=cfg.env.preset), episodes, deterministic, seed, max_steps)
+                                            preset=cfg.env.preset, wrappers=cfg.env.wrappers),
+                       episodes, deterministic, seed, max_steps)
         if render_env is not None:
             video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"
             path = Path(video_path) if video_path else Path(run_dir) / f"eval.{video_format}"

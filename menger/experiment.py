@@ -10,11 +10,36 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict
 
 log = logging.getLogger("menger.config")
+
+
+@dataclass(frozen=True)
+class NormalizeConfig:
+    obs: bool = field(False, doc="normalise Box observations by their running mean and std, merged over every actor "
+                      "(SB3's VecNormalize); the statistics are part of the policy: checkpoints, eval, export")
+    reward: bool = field(False, doc="scale training rewards by the running std of the discounted return; reported "
+                         "episode returns stay raw")
+    clip_obs: float = field(10.0, min=0.0, doc="clip normalised observations to [-x, x]")
+    clip_reward: float = field(10.0, min=0.0, doc="clip scaled rewards to [-x, x]")
+    gamma: Optional[float] = field(None, min=0.0, max=1.0, doc="discount of the return whose std scales rewards; "
+                                   "None: the algorithm's (ppo.gamma, vtrace.gamma)")
+    epsilon: float = field(1e-8, min=0.0, doc="added to variances before the square root")
+
+    @property
+    def active(self) -> bool:
+        return self.obs or self.reward
+
+
+def wrapper_spec(item) -> tuple[str, dict]:
+    """('package.module:Wrapper', kwargs) of an `env.wrappers` entry: a string, or {class: ..., **kwargs}."""
+    if isinstance(item, str):
+        return item, {}
+    kwargs = dict(item)
+    return kwargs.pop("class"), kwargs
 
 
 @dataclass(frozen=True)
@@ -24,6 +49,27 @@ class EnvConfig:
     preset: Optional[Literal["atari"]] = field(None, doc="'atari': ALE with frame skip 4, 84x84 grey, stack 4")
     nonfinite: Literal["drop", "fail"] = field("drop", doc="NaN/Inf from the env: drop the transition and count it, or fail")
     num_threads: int = field(1, min=1, doc="threads per actor for envs that step in C++ threads (ALE)")
+    wrappers: tuple[Union[str, dict], ...] = field(
+        (), doc="gymnasium wrappers applied to each env, in order: 'package.module:Wrapper', or {class: "
+        "'package.module:Wrapper', <its kwargs>} (e.g. {class: 'gymnasium.wrappers:TimeLimit', "
+        "max_episode_steps: 200})")
+    normalize: NormalizeConfig = field(default_factory=NormalizeConfig, doc="running observation and reward "
+                                       "normalisation (ppo, impala, appo)")
+
+    def __post_init__(self):
+        for index, item in enumerate(self.wrappers):
+            key = f"env.wrappers[{index}]"
+            if isinstance(item, dict) and not isinstance(item.get("class"), str):
+                raise ConfigError(f"{key} = {item!r}: a wrapper with arguments is a mapping with a 'class' key, "
+                                  "e.g. {class: 'gymnasium.wrappers:TimeLimit', max_episode_steps: 200}")
+            name, _ = wrapper_spec(item)
+            module, _, attribute = name.partition(":")
+            if not module.strip() or not attribute.strip():
+                raise ConfigError(f"{key} = {name!r}: name a wrapper as 'package.module:Wrapper', e.g. "
+                                  "'gymnasium.wrappers:ClipAction'")
+        if self.wrappers and self.preset is not None:
+            raise ConfigError(f"env.wrappers with env.preset={self.preset!r}: the preset is a vector env with its own "
+                              "preprocessing, not single envs to wrap; unset one of them")
 
 
 @dataclass(frozen=True)
@@ -367,6 +413,8 @@ class ExperimentConfig:
                               "and appo from unrolls as they come (sync, async or auto)")
         if off_policy:
             self._check_off_policy()
+        if self.env.normalize.active:
+            self._check_normalize()
         if learners > 1:  # every learner needs a column per minibatch, or the ranks would take different step counts
             smallest = self.batch_columns // learners
             minibatches = self.ppo.minibatches if self.algo == "ppo" else self.vtrace.minibatches
@@ -376,6 +424,20 @@ class ExperimentConfig:
                     f"runtime.learner.count={learners} leaves a learner {smallest} unroll column(s) of a "
                     f"{self.batch_columns}-column batch, fewer than the {needed} minibatch(es) it must step on; use "
                     "fewer learners, more runtime.envs_per_actor or a larger runtime.coordination.batch_unrolls")
+
+    def _check_normalize(self) -> None:
+        if self.algo in OFF_POLICY:
+            raise ConfigError(f"env.normalize with algo={self.algo!r}: running normalisation is built for ppo, impala "
+                              "and appo; unset env.normalize.obs and env.normalize.reward")
+        if self.runtime.learner.count > 1:
+            raise ConfigError(f"env.normalize with runtime.learner.count={self.runtime.learner.count}: the running "
+                              "statistics live with one learner; use runtime.learner.count=1")
+
+    @property
+    def normalize_gamma(self) -> float:
+        """The discount of the return whose std scales rewards."""
+        gamma = self.env.normalize.gamma
+        return gamma if gamma is not None else (self.ppo.gamma if self.algo == "ppo" else self.vtrace.gamma)
 
     def _check_off_policy(self) -> None:
         rt = self.runtime

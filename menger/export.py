@@ -19,7 +19,8 @@ The actions are the deterministic ones `menger eval` and `menger.api.load_policy
 greedy) action for Discrete spaces (int64), the mean (clipped to the space) for Box. MultiDiscrete, MultiBinary,
 Tuple and Dict spaces give one flat action [N, width] (int64, or float32 with a Box component), each component in
 its columns: `menger.json`'s `action_layout` lists them (key, space, start, stop), the Q-learners' joint action
-given back as its components. Both files carry `menger.json`: the observation and action spaces, the algorithm,
+given back as its components. A run trained with `env.normalize.obs` normalises inside the file with
+the statistics of its checkpoint: give it raw observations. Both files carry `menger.json`: the observation and action spaces, the algorithm,
 the recurrent state's size and the checkpoint it came from (TorchScript: torch.jit.load(path,
 _extra_files={"menger.json": ""}); ONNX: the model's metadata,
 `policy.get_modelmeta().custom_metadata_map["menger.json"]`).
@@ -105,6 +106,7 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
             "obs_shape": list(space.shape), "obs_dtype": str(np.dtype(space.dtype)),
             "action_space": str(network.codec.env_space), "action_layout": _layout(network.codec),
             "lstm_size": int(getattr(network, "lstm_size", 0)),
+            "normalizes_obs": getattr(network, "obs_normalizer", None) is not None,
             "run_dir": str(run_dir)}
     if fmt == "onnx":
         _write_onnx(module, inputs, path, meta)

@@ -28,18 +28,22 @@ from gymnasium.vector import AutoresetMode
 from menger.core import ActionSource, ActorPort, GrantedPort, UnrollMeta
 from menger.inference.source import LocalActions
 from menger.models import build_policy
+from menger.models.normalize import UnrollMoments
 
 
 class Actor:
     def __init__(self, actor_id: int, incarnation: int, envs, policy, port: ActorPort, *, unroll_length: int,
                  seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None,
-                 actions: ActionSource | None = None, sequence_period: int = 0):
+                 actions: ActionSource | None = None, sequence_period: int = 0,
+                 moments: UnrollMoments | None = None):
         """`sequence_period` (r2d2): the recurrent state at every this many steps of an unroll goes into its slot's
-        `core_states`, the stored state of the sequence that starts there."""
+        `core_states`, the stored state of the sequence that starts there. `moments` (`env.normalize`): each
+        unroll's tag carries the moments of what it saw, for the trainer's running statistics."""
         self.actor_id, self.incarnation = actor_id, incarnation
         self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
         self.sequence_period = sequence_period
+        self.moments = moments
         self.learner_timeout_s = learner_timeout_s
         self.num_envs = envs.num_envs
         self.generator = torch.Generator().manual_seed(seed)
@@ -139,9 +143,14 @@ class Actor:
         self.port.beat(self.actor_id, 0)
         self.sequence += 1
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
+        obs_moments, return_moments = None, None
+        if self.moments is not None:
+            next_obs = obs_views[1:].numpy() if self.moments.obs else None
+            obs_moments, return_moments = self.moments.of_unroll(next_obs, rewards, dones, valid)
         return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
                           self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
-                          env_stats, faulty_episodes=faulty, invalid_frames=int(valid.size - valid.sum()))
+                          env_stats, faulty_episodes=faulty, invalid_frames=int(valid.size - valid.sum()),
+                          obs_moments=obs_moments, return_moments=return_moments)
 
     # ----- exact resume ------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -149,7 +158,8 @@ class Actor:
         obs = {k: np.array(v) for k, v in self.obs.items()} if isinstance(self.obs, dict) else np.array(self.obs)
         return {"env": self.envs.get_state(), "obs": obs, "core_state": self.state.clone(),
                 "generator": self.generator.get_state(), "episode_return": self.episode_return.copy(),
-                "episode_length": self.episode_length.copy(), "sequence": self.sequence}
+                "episode_length": self.episode_length.copy(), "sequence": self.sequence,
+                "discounted_return": None if self.moments is None else self.moments.returns.copy()}
 
     def _restore(self, snap: dict) -> None:
         self.envs.reset(seed=0)
@@ -163,6 +173,8 @@ class Actor:
         self.episode_return = np.asarray(snap["episode_return"], np.float64).copy()
         self.episode_length = np.asarray(snap["episode_length"], np.int64).copy()
         self.sequence = int(snap["sequence"])
+        if self.moments is not None and snap.get("discounted_return") is not None:
+            self.moments.returns = np.asarray(snap["discounted_return"], np.float64).copy()
 
 
 def _obs_views(view: dict) -> dict | torch.Tensor:
@@ -201,9 +213,10 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
 
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
                         preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads,
-                        next_step_autoreset=config.coordination == "replay")
+                        next_step_autoreset=config.coordination == "replay", wrappers=config.env.wrappers)
     try:
-        policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo)
+        policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
+                              config.env.normalize)
         policy.eval()
         if config.algo in ("apex", "r2d2"):  # Ape-X: every actor explores with its own epsilon
             ap, rt = getattr(config, config.algo), config.runtime
@@ -215,9 +228,11 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         elif config.algo == "sac" and incarnation == 0 and restore is None:
             policy.random_steps = config.sac.random_steps
         actions = None if inference is None else inference.actions_for(actor_id, port.params)
+        normalize = config.env.normalize
+        moments = UnrollMoments(normalize, config.normalize_gamma, envs.num_envs) if normalize.active else None
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
                      seed=seed, restore=restore, actions=actions,
-                     sequence_period=config.r2d2.period if config.algo == "r2d2" else 0)
+                     sequence_period=config.r2d2.period if config.algo == "r2d2" else 0, moments=moments)
     except BaseException:
         envs.close()
         raise

@@ -44,7 +44,7 @@ ENV_PROVIDER_GROUP = "menger.env_providers"
 
 def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
                  nonfinite: str = "drop", num_threads: int = 1, max_reset_retries: int = 5,
-                 next_step_autoreset: bool = False) -> VecEnv:
+                 next_step_autoreset: bool = False, wrappers=()) -> VecEnv:
     """B copies of ``env_id`` behind Menger's ``VecEnv`` interface.
 
     Args:
@@ -59,15 +59,26 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
         max_reset_retries: retries of a failing reset before ``EnvError``.
         next_step_autoreset: envs stepped in a loop reset on the step after an episode ends (``valid=False``),
             as native vector envs do, so the last observation of a truncated episode is returned (replay).
+        wrappers: gymnasium wrappers applied to each env, in order (``env.wrappers``): "package.module:Wrapper"
+            or {"class": "package.module:Wrapper", **kwargs}. A gymnasium id with its own vector implementation
+            is then stepped as single wrapped envs in a loop.
     """
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
     faults = FaultPolicy(nonfinite=nonfinite, max_reset_retries=max_reset_retries)
     kwargs = dict(kwargs or {})
     common = {"env_id": env_id, "seed": seed, "faults": faults}
+    wrap = resolve_wrappers(wrappers)  # before any env is built: a bad wrapper is named first
     if preset is not None:
+        if wrap:
+            raise UnknownEnvError(f"env.wrappers cannot wrap the {preset!r} preset: it is a vector env with its own "
+                                  "preprocessing; unset env.preset or env.wrappers")
         return NativeVecEnv(_preset_factory(preset, env_id, num_envs, num_threads, kwargs), **common)
     is_vector, factory = resolve_env(env_id)
+    if wrap:
+        if is_vector:
+            is_vector, factory = _single_env_factory(env_id)
+        factory = functools.partial(_wrapped, factory, wrap)
     if is_vector:
         return NativeVecEnv(functools.partial(factory, num_envs=num_envs, **kwargs), **common)
     return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, next_step_autoreset=next_step_autoreset, **common)
@@ -91,6 +102,56 @@ def resolve_env(env_id: str, *, prefer_single: bool = False) -> tuple[bool, Call
         )
     _find_spec(env_id)
     return _gymnasium_factory(env_id, prefer_single)
+
+
+def resolve_wrappers(wrappers) -> list[tuple[str, Callable[..., Any], dict]]:
+    """(name, wrapper, kwargs) for each `env.wrappers` entry; a module that does not import, a missing name, or
+    something that is neither a gymnasium.Wrapper subclass nor a function (env -> env) raises UnknownEnvError."""
+    out = []
+    for index, item in enumerate(wrappers):
+        if isinstance(item, str):
+            name, kwargs = item, {}
+        else:
+            kwargs = dict(item)
+            name = kwargs.pop("class", None)
+        key = f"env.wrappers[{index}] = {name!r}"
+        module_name, _, attribute = str(name).partition(":")
+        if not module_name or not attribute:
+            raise UnknownEnvError(f"{key}: name a wrapper as 'package.module:Wrapper'")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UnknownEnvError(f"{key}: cannot import module {module_name!r} ({exc}); check that its package is "
+                                  "installed and on the path") from exc
+        if not hasattr(module, attribute):
+            raise UnknownEnvError(f"{key}: module {module_name!r} has no attribute {attribute!r}."
+                                  f"{_did_you_mean(attribute, [n for n in dir(module) if not n.startswith('_')])}")
+        target = getattr(module, attribute)
+        is_wrapper_class = isinstance(target, type) and issubclass(target, gymnasium.Wrapper)
+        if not is_wrapper_class and (isinstance(target, type) or not callable(target)):
+            raise UnknownEnvError(f"{key} is a {type(target).__name__ if not isinstance(target, type) else 'class'} "
+                                  f"that is not a gymnasium.Wrapper subclass; give a gymnasium.Wrapper (or a "
+                                  "function taking an env and returning the wrapped env)")
+        out.append((str(name), target, kwargs))
+    return out
+
+
+def _wrapped(factory: Callable[..., Any], wrappers: list, **kwargs: Any) -> gymnasium.Env:
+    env = factory(**kwargs)
+    for name, wrapper, wrapper_kwargs in wrappers:
+        env = wrapper(env, **wrapper_kwargs)
+        if not isinstance(env, gymnasium.Env):
+            raise UnknownEnvError(f"env wrapper {name!r} returned a {type(env).__name__}, not a gymnasium.Env")
+    return env
+
+
+def _single_env_factory(env_id: str) -> tuple[bool, Callable[..., Any]]:
+    """A gymnasium id's single env (wrappers wrap single envs, not its vector implementation)."""
+    gym_id = env_id.partition(":")[2] if ":" in env_id else env_id
+    if gym_id not in gymnasium.registry:
+        raise UnknownEnvError(f"env.wrappers wrap single gymnasium envs, and {env_id!r} is a VectorEnv; apply "
+                              "gymnasium.wrappers.vector inside your factory instead, or unset env.wrappers")
+    return False, functools.partial(gymnasium.make, gym_id, disable_env_checker=True)
 
 
 def _preset_factory(preset: str, env_id: str, num_envs: int, num_threads: int, kwargs: dict) -> Callable:

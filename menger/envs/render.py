@@ -30,8 +30,8 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from menger.envs.atari import make_atari_vector_env
-from menger.envs.faults import FaultPolicy
-from menger.envs.make import make_vec_env, resolve_env
+from menger.envs.faults import FaultPolicy, UnknownEnvError
+from menger.envs.make import make_vec_env, resolve_env, resolve_wrappers
 from menger.envs.vector import LoopVecEnv, NativeVecEnv, StepResult
 
 FULL_SCREEN = {"img_height": 210, "img_width": 160, "grayscale": False, "stack_num": 1, "maxpool": False}
@@ -74,19 +74,26 @@ class EpisodeRecord(NamedTuple):
 
 
 def make_render_env(env_id: str, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
-                    instead: str = "record no video") -> RenderEnv:
-    """One env of ``env_id`` that renders; built, reset and rendered once here, so that an env that cannot
-    render fails now (``RenderError``, its message ending with ``instead``: what to do to go on without one),
-    before anything is played."""
+                    wrappers=(), instead: str = "record no video") -> RenderEnv:
+    """One env of ``env_id`` that renders, wrapped by ``wrappers`` (``env.wrappers``) as the actors' envs are;
+    built, reset and rendered once here, so that an env that cannot render fails now (``RenderError``, its
+    message ending with ``instead``: what to do to go on without one), before anything is played."""
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame renders off-screen: no display needed
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     kwargs = dict(kwargs or {})
+    wrap = resolve_wrappers(wrappers)
+    if wrap and preset is not None:
+        raise UnknownEnvError(f"env.wrappers cannot wrap the {preset!r} preset; unset env.preset or env.wrappers")
     try:
         if preset == "atari":
             env: RenderEnv = _AtariRender(env_id, seed, kwargs)
         else:
             is_vector, factory = resolve_env(env_id, prefer_single=True)
-            env = (_VectorRender if is_vector else _SingleRender)(env_id, seed, factory, kwargs)
+            if is_vector and wrap:
+                raise UnknownEnvError(f"env.wrappers wrap single envs, and {env_id!r} is a VectorEnv; unset "
+                                      "env.wrappers")
+            env = _VectorRender(env_id, seed, factory, kwargs) if is_vector else \
+                _SingleRender(env_id, seed, factory, kwargs, wrap)
     except RenderError as exc:
         raise RenderError(f"{exc}; or {instead}") from exc.__cause__
     try:
@@ -125,12 +132,14 @@ class _SingleRender(RenderEnv):
     """A single gymnasium env in a ``LoopVecEnv`` of one that resets on the step after an episode ends, so the
     last frame shows how the episode ended."""
 
-    def __init__(self, env_id: str, seed: int, factory: Callable, kwargs: dict):
+    def __init__(self, env_id: str, seed: int, factory: Callable, kwargs: dict, wrap: list = ()):
         super().__init__(env_id)
         self._env = None
 
         def build():
             self._env = _build_rendering(factory, kwargs, env_id)
+            for _, wrapper, wrapper_kwargs in wrap:  # as the policy was trained; render() passes through
+                self._env = wrapper(self._env, **wrapper_kwargs)
             return self._env
 
         self._vec = LoopVecEnv(build, 1, env_id=env_id, seed=seed, faults=FaultPolicy(), next_step_autoreset=True)

@@ -9,10 +9,12 @@ from menger.models.qnet import QNetwork, RecurrentQNetwork
 from menger.models.sac import SquashedGaussianActor
 
 
-def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo: str = "ppo") -> nn.Module:
+def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo: str = "ppo",
+                 normalize=None) -> nn.Module:
     """Build what actors act with from a `ModelConfig` (see menger.experiment): the policy network of the
     on-policy algorithms, Ape-X's Q network (algo apex), R2D2's recurrent one (algo r2d2) or SAC's squashed
-    Gaussian actor (algo sac)."""
+    Gaussian actor (algo sac). `normalize` (`env.normalize`): with `obs` set, the policy network's first layer
+    normalises observations (`menger.models.normalize.ObsNormalizer`)."""
     if algo == "r2d2":
         return RecurrentQNetwork(obs_space, action_space, lstm_size=model_cfg.lstm_size, encoder=model_cfg.encoder,
                                  hidden=tuple(model_cfg.hidden), activation=model_cfg.activation,
@@ -28,4 +30,5 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
         activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
         network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
         separate_value=model_cfg.separate_value,
+        obs_clip=normalize.clip_obs if normalize is not None and normalize.obs else None,
     )

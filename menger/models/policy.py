@@ -31,6 +31,7 @@ from torch import nn
 
 from menger.models.actions import MASKED_LOGIT, ActionCodec, ActionHead
 from menger.models.encoders import MASK_KEY, MLPEncoder, build_encoder
+from menger.models.normalize import ObsNormalizer
 
 
 class ActOutput(NamedTuple):
@@ -75,11 +76,14 @@ class Policy(nn.Module):
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, encoder: str = "auto",
                  hidden: tuple[int, ...] = (64, 64), activation: str = "tanh", lstm_size: int = 0,
                  network: str | None = None, network_kwargs: dict | None = None, init_log_std: float = 0.0,
-                 separate_value: bool = True):
+                 separate_value: bool = True, obs_clip: float | None = None):
+        """`obs_clip`: normalise observations by running statistics the trainer writes in (`ObsNormalizer`),
+        clipped to +-obs_clip; None: the network sees them as they come."""
         super().__init__()
         self.codec = ActionCodec(action_space, "ppo")  # refuses what no policy-gradient head can act in
         self.obs_space, self.action_space = obs_space, self.codec.space
         self.head = ActionHead(self.codec.leaves)
+        self.obs_normalizer = None if obs_clip is None else _obs_normalizer(obs_space, obs_clip)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.has_mask = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces
         if self.has_mask and self.head.categorical_only:
@@ -158,8 +162,12 @@ class Policy(nn.Module):
         """log pi(actions) and the entropy, each [...]: sums over the factors of the action distribution."""
         return self.head.log_prob_entropy(out, self._log_std, actions)
 
+    def _normalized(self, obs):
+        return obs if self.obs_normalizer is None else self.obs_normalizer(obs)
+
     def forward(self, obs, state: torch.Tensor | None = None):
         """One step: (action-distribution parameters [N, P], value [N], next core state)."""
+        obs = self._normalized(obs)
         if self.custom is not None:
             out, value = self.custom(obs)
             return self._masked(out, obs), value, state
@@ -175,7 +183,7 @@ class Policy(nn.Module):
         if self.custom is not None or self.value_encoder is None:
             out, _, state = self.forward(obs, state)
             return out, state
-        return self._masked(self.pi(self.encoder(obs)), obs), state
+        return self._masked(self.pi(self.encoder(self._normalized(obs))), obs), state
 
     # ----- actor side ----------------------------------------------------------------------
     @torch.no_grad()
@@ -197,7 +205,7 @@ class Policy(nn.Module):
             out = _unflatten_time(out, t1, batch)
             values = values.view(t1, batch)
         else:
-            features = self.encoder(flat).view(t1, batch, -1)
+            features = self.encoder(self._normalized(flat)).view(t1, batch, -1)
             h, c = state0[0], state0[1]
             hs = []
             for t in range(t1):
@@ -220,6 +228,16 @@ def _check_mask(mask_space: gym.Space, logits: int, action_space: gym.Space) -> 
         raise ValueError(f"the observation's action_mask has {size} entries, but {action_space} has {logits} "
                          "logits: give one flag per action (Discrete(n): n; MultiDiscrete(nvec): sum(nvec), the "
                          "dimensions' classes one after another)")
+
+
+def _obs_normalizer(obs_space: gym.Space, clip: float) -> ObsNormalizer:
+    if not isinstance(obs_space, gym.spaces.Box):
+        raise ValueError(f"env.normalize.obs needs Box observations; this env's are {obs_space}. Unset "
+                         "env.normalize.obs, or flatten them: env.wrappers=['gymnasium.wrappers:FlattenObservation']")
+    if np.dtype(obs_space.dtype) == np.uint8:
+        raise ValueError(f"env.normalize.obs with uint8 image observations {obs_space}: images are already scaled "
+                         "(the CNN divides by 255); unset env.normalize.obs")
+    return ObsNormalizer(obs_space.shape, clip)
 
 
 def _flatten_time(obs):

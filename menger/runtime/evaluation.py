@@ -41,9 +41,10 @@ class Evaluator:
         self.cfg = config.eval
         self.interval_s = config.eval_interval_s
         self.envs = make_vec_env(config.env.id, self.cfg.episodes, seed=self.cfg.seed, kwargs=dict(config.env.kwargs),
-                                 preset=config.env.preset)
+                                 preset=config.env.preset, wrappers=config.env.wrappers)
         with torch.random.fork_rng(devices=[]):  # building it must not move the run's random stream
-            self.network = build_policy(obs_space, action_space, config.model, config.algo).eval()
+            self.network = build_policy(obs_space, action_space, config.model, config.algo,
+                                         config.env.normalize).eval()
         self.next_at = self.interval_s
         self.count, self.time_s, self.best = 0, 0.0, -np.inf
         self.last: dict = {}
@@ -140,7 +141,8 @@ class VideoRecorder:
         self._tensorboard: TensorBoardLogger | None = None  # its own events file, opened at the first video
         self.join_timeout_s = join_timeout_s
         self.env = make_render_env(config.env.id, seed=self.cfg.seed, kwargs=dict(config.env.kwargs),
-                                   preset=config.env.preset, instead="set eval.video_interval_s=0")
+                                   preset=config.env.preset, wrappers=config.env.wrappers,
+                                   instead="set eval.video_interval_s=0")
         with torch.random.fork_rng(devices=[]):  # building it must not move the run's random stream
             self.network = build_policy(obs_space, action_space, config.model, config.algo).eval()
         self.next_at = self.interval_s

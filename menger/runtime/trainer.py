@@ -32,6 +32,7 @@ from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
+from menger.models.normalize import RunningNormalization
 from menger.runtime.accounting import FrameAccounts
 from menger.runtime.evaluation import Evaluator, VideoRecorder
 from menger.runtime.metrics import MetricsRecorder
@@ -78,6 +79,7 @@ class Trainer:
         self._snapshots: dict[int, dict] = {}
         self._saved_step: int | None = None
         self._spaces: tuple | None = None
+        self.normalization: RunningNormalization | None = None  # env.normalize: built with the spaces
 
     actors = property(lambda self: self.supervisor.actors)  # per actor: incarnation, handle, restarts, errors
 
@@ -137,7 +139,7 @@ class Trainer:
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s)
             try:
                 with torch.random.fork_rng(devices=[]):
-                    build_policy(*spaces, cfg.model, cfg.algo)
+                    build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
             except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
                 if cfg.model.network is None and isinstance(exc, ValueError):  # Menger's own: a misfit, named
                     raise ConfigError(f"algo {cfg.algo!r} does not fit the env {cfg.env.id!r}: {exc}") from exc
@@ -158,6 +160,8 @@ class Trainer:
         obs_space, action_space = self.preflight()  # before any file is written
         self.run_dir.mkdir(parents=True, exist_ok=True)
         saved_config = _saved_config(self.run_dir) if self.resume else None  # before this run's replaces it
+        if saved_config is not None:
+            _check_same_inputs(saved_config, cfg)
         dump_yaml(to_dict(cfg), self.run_dir / "config.yaml")
         self.checkpoints = CheckpointManager(self.run_dir / "checkpoints", keep_last=cfg.checkpoint.keep_last)
         torch.manual_seed(rt.seed)
@@ -165,8 +169,12 @@ class Trainer:
         if self.device.type == "cpu":
             torch.set_num_threads(rt.learner.threads or max(1, (os.cpu_count() or 1) - self.launcher.local_actors))
         self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
-        self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo), self.device)
-        spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor, cfg.model.lstm_size,
+        self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo, cfg.env.normalize),
+                                    self.device)
+        if cfg.env.normalize.active:
+            self.normalization = RunningNormalization(cfg.env.normalize, getattr(obs_space, "shape", ()) or ())
+        spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor,
+                          cfg.model.lstm_size,
                           values=cfg.algo in ("apex", "r2d2"), terminated=cfg.coordination == "replay",
                           sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0)
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
@@ -215,6 +223,9 @@ class Trainer:
         self._send_grants()                                         # async: actors go on while the learner steps
         self._notify("on_batch", batch)
         self.accounts.lags.extend(batch.lags)
+        if self.normalization is not None:  # rewards scaled for the loss only: episode returns stay raw
+            self.normalization.merge(batch.metas)
+            batch.data["rewards"] = self.normalization.scale_rewards(batch.data["rewards"])
         stats = self.learner_group.update(self.learner, batch.data, self.accounts.accepted + batch.frames)
         self.coordinator.learned(batch, stats)                      # replay: new priorities go back
         self.accounts.accepted += batch.frames
@@ -231,6 +242,8 @@ class Trainer:
         log.debug("evaluation: %s", self.eval_stats)
 
     def _publish(self) -> None:
+        if self.normalization is not None:  # the statistics travel with the parameters (ObsNormalizer)
+            self.normalization.write_into(self.learner.policy)
         self.transport.publish(self.learner.policy, self.version)
         self.coordinator.published(self.version)
 
@@ -262,6 +275,8 @@ class Trainer:
             state["replay"] = replay
         if self.evaluator is not None:
             state["evaluator"] = self.evaluator.state()
+        if self.normalization is not None:
+            state["normalization"] = self.normalization.state()
         path = self.checkpoints.save(self.learner.updates, *flatten_state(state))
         self._saved_step, self._last_ckpt = self.learner.updates, time.monotonic()
         self.checkpoint_stats = {"checkpoint/count": self.checkpoint_stats.get("checkpoint/count", 0) + 1,
@@ -298,6 +313,8 @@ class Trainer:
         self._restores = {int(k): v for k, v in state.get("actors", {}).items()}
         if "replay" in state:
             self.coordinator.load_state(state["replay"])
+        if self.normalization is not None and "normalization" in state:
+            self.normalization.load_state(state["normalization"])
         if self.evaluator is not None and "evaluator" in state:
             self.evaluator.load_state(state["evaluator"])
             self.eval_stats = self.evaluator.last
@@ -330,7 +347,8 @@ class Trainer:
     def _write_metrics(self, elapsed: float) -> dict:
         components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics(),
                       **self.coordinator.metrics(), **self.eval_stats, **self.checkpoint_stats,
-                      **(self.video.metrics() if self.video is not None else {})}
+                      **(self.video.metrics() if self.video is not None else {}),
+                      **(self.normalization.metrics() if self.normalization is not None else {})}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
                                       components=components)
@@ -361,6 +379,15 @@ def _saved_config(run_dir: Path) -> dict | None:
         return None
 
 
+def _check_same_inputs(saved_config: dict, cfg: ExperimentConfig) -> None:
+    """A resume cannot switch observation normalisation: the saved policy was trained on the other inputs."""
+    trained = bool(saved_config.get("env", {}).get("normalize", {}).get("obs", False))
+    if trained != cfg.env.normalize.obs:
+        raise ConfigError(f"env.normalize.obs={cfg.env.normalize.obs} but the run was trained "
+                          f"{'with' if trained else 'without'} it: a policy cannot change its inputs on resume; "
+                          f"resume with env.normalize.obs={trained}, or train a new run")
+
+
 def _config_changes(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
     """{dotted key: (old, new)} for every leaf that differs between two config dicts."""
     out = {}
@@ -381,7 +408,8 @@ def probe_spaces(env, seed: int, timeout_s: float):
 
     def build():
         try:
-            probe = make_vec_env(env.id, 1, seed=seed, kwargs=dict(env.kwargs), preset=env.preset)
+            probe = make_vec_env(env.id, 1, seed=seed, kwargs=dict(env.kwargs), preset=env.preset,
+                                 wrappers=env.wrappers)
             outcome["spaces"] = (probe.single_observation_space, probe.single_action_space)
             probe.close()
         except (UnknownEnvError, EnvError) as exc:  # already say what is wrong and what to do

@@ -107,3 +107,19 @@ def make_bandit_vector(num_envs: int, num_arms: int = 3) -> BanditVectorEnv:
 
 
 NOT_AN_ENV = 42
+
+
+class ScaledReward(gymnasium.RewardWrapper):
+    """A user's own wrapper (env.wrappers): rewards times `scale`."""
+
+    def __init__(self, env, scale: float = 2.0):
+        super().__init__(env)
+        self.scale = scale
+
+    def reward(self, reward):
+        return self.scale * reward
+
+
+def limit_steps(env, steps: int = 5):
+    """A wrapper given as a function: env -> wrapped env."""
+    return gymnasium.wrappers.TimeLimit(env, max_episode_steps=steps)
