@@ -237,3 +237,19 @@ def test_a_video_goes_into_tensorboard_as_a_smaller_animated_gif(tmp_path):
     gif = Image.open(io.BytesIO(image.encoded_image_string))
     assert image.step == 7 and (image.width, image.height) == (300, 200) == gif.size
     assert gif.format == "GIF" and gif.n_frames == 6 and gif.info["duration"] == 40  # every 2nd frame of 50 fps
+
+
+def test_the_render_env_is_wrapped_as_the_actors_envs_are(tmp_path):
+    """A video is filmed through env.wrappers: a TimeLimit of 7 steps ends the filmed episode at 7."""
+    wrappers = [{"class": "gymnasium.wrappers:TimeLimit", "max_episode_steps": 7}]
+    env = make_render_env("CartPole-v1", seed=3, wrappers=wrappers)
+    try:
+        record = record_episode(env, _left, _Frames(), seed=3, max_steps=500)
+    finally:
+        env.close()
+    unwrapped = make_render_env("CartPole-v1", seed=3)
+    try:
+        plain = record_episode(unwrapped, _left, _Frames(), seed=3, max_steps=500)
+    finally:
+        unwrapped.close()
+    assert record.length == 7 < plain.length
