@@ -29,3 +29,24 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
         network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
         separate_value=model_cfg.separate_value,
     )
+
+
+def check_custom_network(policy: nn.Module, obs_space: gym.Space, action_space: gym.Space, batch: int = 2) -> None:
+    """Call a custom `model.network` once on a batch of observations sampled from the env's space, and raise
+    ValueError naming the shapes when it fails or returns something else than (logits [N, A], value [N]):
+    a network that builds but does not fit the env is found before anything starts, not in every actor."""
+    import torch
+
+    from menger.models.policy import obs_to_tensors
+
+    sample = gym.vector.utils.batch_space(obs_space, batch).sample()
+    with torch.no_grad():
+        out = policy.custom(obs_to_tensors(sample))
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise ValueError(f"its forward(obs) returned {type(out).__name__}, not a pair (logits, value)")
+    logits, value = out
+    expected = (batch, action_space.n)
+    if tuple(getattr(logits, "shape", ())) != expected or tuple(getattr(value, "shape", ())) != (batch,):
+        raise ValueError(f"on a batch of {batch} observations of shape {getattr(obs_space, 'shape', obs_space)} "
+                         f"its forward returned logits {tuple(getattr(logits, 'shape', ()))} and value "
+                         f"{tuple(getattr(value, 'shape', ()))}; expected logits {expected} and value ({batch},)")

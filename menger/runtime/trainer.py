@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
 import torch
 
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
@@ -31,6 +32,7 @@ from menger.experiment import ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
+from menger.models.build import check_custom_network
 from menger.runtime.accounting import FrameAccounts
 from menger.runtime.evaluation import Evaluator
 from menger.runtime.metrics import MetricsRecorder
@@ -129,12 +131,15 @@ class Trainer:
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s)
             try:
                 with torch.random.fork_rng(devices=[]):
-                    build_policy(*spaces, cfg.model, cfg.algo)
+                    policy = build_policy(*spaces, cfg.model, cfg.algo)
+                    if cfg.model.network:  # it builds; does it act on this env's observations?
+                        check_custom_network(policy, *spaces)
             except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
                 if cfg.model.network is None and isinstance(exc, ValueError):  # Menger's own: a misfit, named
                     raise ConfigError(f"algo {cfg.algo!r} does not fit the env {cfg.env.id!r}: {exc}") from exc
-                raise ConfigError(f"model: building the network for this env failed ({type(exc).__name__}: {exc}); "
-                                  "check model.network, model.kwargs and model.hidden") from exc
+                raise NetworkBuildError(f"model: building the network for this env failed ({type(exc).__name__}: "
+                                        f"{exc}; observations {_space_text(spaces[0])}, actions {_space_text(spaces[1])}); check "
+                                        "model.network, model.kwargs and model.hidden") from exc
             self._spaces = spaces
         return self._spaces
 
@@ -193,7 +198,7 @@ class Trainer:
                 self.supervisor.delivered(actor_id)
             self._notify("on_unroll", meta, verdict)
         elif message[0] == "error":
-            self.supervisor.report_error(actor_id, message[1])
+            self.supervisor.report_error(actor_id, message[1], message[2])
             log.debug("actor %d traceback:\n%s", actor_id, message[2])
         elif message[0] == "snapshot":
             self._snapshots[actor_id] = message[1]
@@ -228,9 +233,11 @@ class Trainer:
         """A run that ran out of time without a single update learned nothing: that is a failure, not a result."""
         if reason == "wall_clock" and self.learner.updates == self._updates_at_start:
             errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
-            raise TrainingFailed(f"stop.wall_clock_s={self.cfg.stop.wall_clock_s} passed without a single update "
-                                 f"({self.accounts.produced} frames produced); last actor errors: "
-                                 f"{errors or 'none reported'}")
+            error = TrainingFailed(f"stop.wall_clock_s={self.cfg.stop.wall_clock_s} passed without a single update "
+                                   f"({self.accounts.produced} frames produced); last actor errors: "
+                                   f"{errors or 'none reported'}")
+            error.child_errors = self.supervisor.child_errors()
+            raise error
 
     # ----- checkpoints ------------------------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:
@@ -386,6 +393,19 @@ def probe_spaces(env, seed: int, timeout_s: float):
                               f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
                               "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
     return outcome["spaces"]
+
+
+def _space_text(space) -> str:
+    """A space in a few characters: Box(4,) float32, Discrete(2), Dict(position, mask)."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{space.shape} {space.dtype}"
+    if isinstance(space, gym.spaces.Dict):
+        return f"Dict({', '.join(space.spaces)})"
+    return str(space)
+
+
+class NetworkBuildError(ConfigError):
+    """The network (Menger's or a custom `model.network`) could not be built for the env's spaces."""
 
 
 class EnvStartError(RuntimeError):
