@@ -10,7 +10,7 @@ import torch
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import from_dict, load_yaml
 from menger.experiment import ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override
-from menger.explain import write_error_file
+from menger.explain import ERROR_FILE, write_error_file
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
 from menger.runtime import MetricsWriter, Trainer, TrainResult
@@ -125,6 +125,11 @@ def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = Fals
     if overrides:
         overrides = [migrate_legacy_override(o) for o in overrides]
         cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
+    if not CheckpointManager(Path(run_dir) / "checkpoints").list():  # refused before the run directory changes
+        error_file = Path(run_dir) / ERROR_FILE
+        why = f"; it failed before its first one, and {error_file} says why" if error_file.exists() else ""
+        raise RuntimeError(f"nothing to resume in {run_dir}: it has no checkpoint{why}; start it again with "
+                           "menger train")
     return run_experiment(cfg, Path(run_dir), resume=True, progress=progress, observers=observers,
                           log_lines=log_lines)
 

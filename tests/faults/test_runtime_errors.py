@@ -184,3 +184,16 @@ def test_a_config_error_stays_one_line(tmp_path, capsys):
     assert _train(tmp_path, "ppo.lrr=1") == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("menger: config error: unknown key 'ppo.lrr'; did you mean")
+
+
+def test_resuming_a_run_that_failed_before_its_first_checkpoint_points_at_its_error_txt(tmp_path, capsys):
+    OneSeatEnv.built = 0
+    _train(tmp_path, f"env.id={__name__}:OneSeatEnv", "runtime.actors=1", "runtime.supervision.max_restarts=0",
+           "runtime.supervision.no_actor_deadline_s=0.2", "log.tensorboard=false")
+    run = tmp_path / "run"
+    report = (run / "error.txt").read_text()
+    capsys.readouterr()
+    assert main(["resume", str(run), "--allow-import", __name__]) == 1
+    err = capsys.readouterr().err
+    assert "nothing to resume" in err and str(run / "error.txt") in err and "menger train" in err
+    assert (run / "error.txt").read_text() == report, "the refused resume replaced the run's own error.txt"
