@@ -252,6 +252,7 @@ def _exit_code(exc: BaseException) -> int:
 
 def _report(exc: Exception, command: str, debug: bool) -> int:
     """Print one clear message for a failed command (and the traceback with --debug); return the exit code."""
+    import dataclasses
     import traceback
 
     from menger.config import ConfigError
@@ -259,8 +260,7 @@ def _report(exc: Exception, command: str, debug: bool) -> int:
 
     explanation = explain(exc, command)
     if isinstance(exc, ConfigError):
-        explanation = type(explanation)(f"config error: {explanation.what}", explanation.where, explanation.hints,
-                                        explanation.details)
+        explanation = dataclasses.replace(explanation, what=f"config error: {explanation.what}")
     if debug:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
         for role, (text, child_tb) in (getattr(exc, "child_errors", {}) or {}).items():

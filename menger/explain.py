@@ -20,6 +20,9 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from menger.envs import UnknownEnvError
+from menger.runtime.trainer import NetworkBuildError
+
 ERROR_FILE = "error.txt"
 
 _SHAPE = re.compile(r"shapes cannot be multiplied|size mismatch|must match the size of tensor|"
@@ -32,6 +35,8 @@ _NO_RAY = re.compile(r"No module named '?ray(\.|'|$)")
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.MULTILINE)
 
+SHRINK = ("shrink what is held at once: runtime.envs_per_actor, runtime.unroll_length, runtime.actors, "
+          "replay.max_size or the batch size (replay.batch_size, ppo.minibatches up), or use a smaller network")
 NETWORK_CONTRACT = ("a custom network is built as Class(obs_space, action_space, **model.kwargs) and its forward(obs) "
                     "takes a batch [N, *obs_shape] and returns (logits [N, A], value [N]) (docs/architecture.md, "
                     "'Extending')")
@@ -61,11 +66,11 @@ HINTS = (
          f"install its package into {sys.executable} (pip install -e YOUR_PROJECT), or put the folder that holds it "
          "on PYTHONPATH (PYTHONPATH=. menger ...); check the spelling of 'package.module:Name'"),
     Hint(("OutOfMemoryError", "MemoryError"), None, "the machine (or the GPU) ran out of memory",
-         "shrink what is held at once: runtime.envs_per_actor, runtime.unroll_length, runtime.actors, "
-         "replay.max_size or the batch size (replay.batch_size, ppo.minibatches up), or use a smaller network"),
+         SHRINK),
     Hint((), _MEMORY, "the machine (or the GPU) ran out of memory",
-         "shrink what is held at once: runtime.envs_per_actor, runtime.unroll_length, runtime.actors, "
-         "replay.max_size or the batch size (replay.batch_size, ppo.minibatches up), or use a smaller network"),
+         SHRINK),
+    Hint((), re.compile(r"exit code -9\b"), "the process was killed by SIGKILL, most often by the kernel's "
+         "out-of-memory killer", f"dmesg | tail says whether it was; {SHRINK}"),
     Hint((), _NO_SPACE, "a disk or the shared memory (/dev/shm, where unroll slots and parameters live) is full",
          "free space (df -h . /dev/shm); in docker give --shm-size=8g; or shrink runtime.envs_per_actor, "
          "runtime.unroll_length, replay.max_size"),
@@ -122,7 +127,6 @@ def _place(frames: list[tuple[str, int, str]]) -> str | None:
     else the innermost at all (frames outermost first, as (file, line, function))."""
     if not frames:
         return None
-
     for wanted in (_is_user_file, lambda path: path.startswith(_MENGER_DIR), lambda path: True):
         for path, line, function in reversed(frames):
             if wanted(path):
@@ -174,24 +178,26 @@ def explain(exc: BaseException, command: str = "train") -> Explanation:
         own = tuple(h for h in _own_hints(exc) if NETWORK_CONTRACT not in " ".join(hints))
         return Explanation(str(exc), where if in_user_code else None, hints + own,
                            details=in_user_code or bool(hints))  # a traceback adds nothing to Menger's own check
-    what = f"{command} failed: {type(exc).__name__}: {exc}"
+    what = f"{command} failed: {type(exc).__name__}: {_first_line(exc)}"
     if root is not exc:
-        what += f" ({type(root).__name__}: {root})"
+        what += f" ({type(root).__name__}: {_first_line(root)})"
     hints = _hint_lines(_hint_for(root)) or (
         "an error Menger did not expect; the traceback shows whether it comes from your code or Menger's",)
     return Explanation(what, where, hints)
 
 
 def _own_hints(exc: BaseException) -> tuple[str, ...]:
-    from menger.envs import UnknownEnvError
-    from menger.runtime.trainer import NetworkBuildError
-
     if isinstance(exc, NetworkBuildError):
         return (f"the contract: {NETWORK_CONTRACT}",)
     if isinstance(exc, UnknownEnvError) and "Cannot import" not in str(exc):
         return ("try: `menger presets` lists the experiments that ship, each on an env known to work; "
                 "`menger train ppo --set env.id=ID` trains any gymnasium id",)
     return ()
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines() or [""]
+    return lines[0] + (" [...]" if len(lines) > 1 else "")
 
 
 def _hint_lines(hint: Hint | None) -> tuple[str, ...]:

@@ -197,3 +197,16 @@ def test_resuming_a_run_that_failed_before_its_first_checkpoint_points_at_its_er
     err = capsys.readouterr().err
     assert "nothing to resume" in err and str(run / "error.txt") in err and "menger train" in err
     assert (run / "error.txt").read_text() == report, "the refused resume replaced the run's own error.txt"
+
+
+def test_the_ray_launcher_without_ray_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed: `import ray` raises
+    monkeypatch.delitem(sys.modules, "menger.launch.ray", raising=False)
+    code = main(["train", "cartpole-ppo", "--launcher", "ray", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    print(err)
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) < MESSAGE_LINES
+    assert "pip install 'menger-rl[ray]'" in err and "--launcher processes" in err
+    assert not (tmp_path / "run").exists()
