@@ -311,3 +311,10 @@ def test_every_readme_command_runs_and_prints_what_the_readme_says(tmp_path):
         print(f"{seconds:6.1f} s  {command}")
     print(f"{sum(s for s, _ in timings):.0f} s for {len(timings)} commands")
     assert not failures, "README commands that do not work as written:\n\n" + "\n\n".join(failures)
+
+
+def test_a_command_without_an_entry_runs_with_the_default_budget_and_can_fail(tmp_path):
+    """Nothing is skipped unless the table says so: a README line that does not work fails the slow test."""
+    assert _argv("menger train cartpole-ppo", tmp_path)[-len(TRAIN_BUDGET):] == TRAIN_BUDGET
+    ran = run_command("menger trian cartpole-ppo", None, tmp_path)
+    assert ran.returncode != 0 and "invalid choice: 'trian'" in ran.stderr
