@@ -11,6 +11,7 @@ from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import from_dict, load_yaml
 from menger.experiment import (ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override,
                                wrapper_spec)
+from menger.explain import ERROR_FILE, write_error_file
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
 from menger.runtime import MetricsWriter, Trainer, TrainResult
@@ -44,7 +45,11 @@ def _loggers(config: ExperimentConfig, run_dir: Path, remote=()):
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
                    observers=(), log_lines: bool = False) -> TrainResult:
     """Train `config` into `run_dir` (or continue it: `resume`); `observers` get the trainer's hooks
-    (`menger.runtime.Observer`). `progress`: the live display; `log_lines`: one plain line per log interval."""
+    (`menger.runtime.Observer`). `progress`: the live display; `log_lines`: one plain line per log interval.
+
+    What is refused before anything starts (the config, the env, the network) leaves no run directory. A run
+    that fails after it started leaves its `config.yaml` and `error.txt` (what failed and every traceback,
+    `menger.explain`); the exception is re-raised with `error_file` set to that file's path."""
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
     trainer.preflight()  # the env and the network build, before any file
@@ -64,6 +69,9 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
             trainer.observers.append(MetricsWriter(LogLines(config.name, target_return=config.stop.target_return)))
         try:
             return trainer.run()
+        except Exception as exc:  # a run that started and failed says why in RUN_DIR/error.txt (then re-raised)
+            exc.error_file = write_error_file(run_dir, exc, "resume" if resume else "train")
+            raise
         finally:
             logger.close()
             if display is not None:
@@ -144,6 +152,11 @@ def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = Fals
     if overrides:
         overrides = [migrate_legacy_override(o) for o in overrides]
         cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
+    if not CheckpointManager(Path(run_dir) / "checkpoints").list():  # refused before the run directory changes
+        error_file = Path(run_dir) / ERROR_FILE
+        why = f"; it failed before its first one, and {error_file} says why" if error_file.exists() else ""
+        raise RuntimeError(f"nothing to resume in {run_dir}: it has no checkpoint{why}; start it again with "
+                           "menger train")
     return run_experiment(cfg, Path(run_dir), resume=True, progress=progress, observers=observers,
                           log_lines=log_lines)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="menger", description="Distributed deep RL: actors, learners, a parameter "
                                      "server; one laptop or a cluster.")
     parser.add_argument("--version", action="version", version=f"menger {_version()}")
+    parser.add_argument("--debug", action="store_true", help="on a failure, print the traceback too (anywhere on "
+                        "the command line; or MENGER_DEBUG=1); without it a failure is one short message, and a run "
+                        "that failed keeps the traceback in RUN_DIR/error.txt")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a preset or an experiment file")
@@ -133,8 +137,8 @@ def cmd_train(args, argv: list[str] | None = None) -> int:
     if args.supervise is not None:
         from menger.supervise import supervise
 
-        return supervise(_child_train_argv((argv or [])[1:], run_dir), run_dir, restarts=args.supervise,
-                         no_progress=args.no_progress)
+        child_argv = _child_train_argv((argv or [])[1:], run_dir) + (["--debug"] if args.debug else [])
+        return supervise(child_argv, run_dir, restarts=args.supervise, no_progress=args.no_progress)
     print(f"training {config.name} ({config.algo}, {config.coordination}, {config.runtime.launcher} launcher, "
           f"{config.runtime.actors} actors x {config.runtime.envs_per_actor} envs) -> {run_dir}")
     stopper = StopOnSignals()
@@ -239,40 +243,65 @@ COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "export"
             "config": cmd_config}
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if argv and argv[0] in APP_COMMANDS:
-        import importlib
+def _split_debug(argv: list[str]) -> tuple[list[str], bool]:
+    """The command line without `--debug` (a global flag, taken anywhere), and whether a traceback is wanted."""
+    rest = [arg for arg in argv if arg != "--debug"]
+    wanted = os.environ.get("MENGER_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+    return rest, wanted or len(rest) != len(argv)
 
-        module, function, _ = APP_COMMANDS[argv[0]]
-        return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
-    args = _parser().parse_args(argv)
+
+def _exit_code(exc: BaseException) -> int:
+    """2: the config is wrong; 3: every actor is gone; 1: anything else (130 and 128 + N: interrupts, signals)."""
     from menger.config import ConfigError
-    from menger.envs import UnknownEnvError
     from menger.runtime import NoActorsError
 
+    if isinstance(exc, ConfigError):
+        return 2
+    return 3 if isinstance(exc, NoActorsError) else 1
+
+
+def _report(exc: Exception, command: str, debug: bool) -> int:
+    """Print one clear message for a failed command (and the traceback with --debug); return the exit code."""
+    import dataclasses
+    import traceback
+
+    from menger.config import ConfigError
+    from menger.explain import explain
+
+    explanation = explain(exc, command)
+    if isinstance(exc, ConfigError):
+        explanation = dataclasses.replace(explanation, what=f"config error: {explanation.what}")
+    if debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+        for role, (text, child_tb) in (getattr(exc, "child_errors", {}) or {}).items():
+            print(f"\n{role}: {text}\n{child_tb or '(no traceback reported)'}".rstrip(), file=sys.stderr)
+    print(explanation.message(getattr(exc, "error_file", None), debug=debug), file=sys.stderr)
+    return _exit_code(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv, debug = _split_debug(list(sys.argv[1:] if argv is None else argv))
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    command = argv[0] if argv else "menger"
     try:
+        if argv and argv[0] in APP_COMMANDS:
+            import importlib
+
+            module, function, _ = APP_COMMANDS[argv[0]]
+            return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
+        args = _parser().parse_args(argv)
+        args.debug = debug
         if args.command == "train":
             return cmd_train(args, argv)
         return COMMANDS[args.command](args)
-    except ConfigError as exc:
-        print(f"menger: config error: {exc}", file=sys.stderr)
-        return 2
-    except NoActorsError as exc:
-        print(f"menger: {exc}", file=sys.stderr)
-        return 3
-    except (FileNotFoundError, RuntimeError, UnknownEnvError) as exc:
-        print(f"menger: {exc}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("menger: interrupted; the run directory holds a checkpoint to resume from", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:  # noqa: BLE001 - every failure ends in one message that says what to do
+        return _report(exc, command, debug)
 
 
 if __name__ == "__main__":

@@ -45,8 +45,9 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                     "menger.replay", "menger.league")),  # replay, league: planned
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
     (4, "launch", ("menger.launch",)),
-    # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool.
-    (5, "api", ("menger.api", "menger.tune", "menger.evaluate", "menger.export")),  # tune: planned
+    # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool; explain
+    # (what a failure means, RUN_DIR/error.txt) is what api writes when a run fails and what the cli prints.
+    (5, "api", ("menger.api", "menger.tune", "menger.evaluate", "menger.export", "menger.explain")),  # tune: planned
     (6, "apps", ("menger.apps",)),
     # supervise (`menger train --supervise`) runs the command line itself as a child process.
     (7, "cli", ("menger.cli", "menger.supervise")),

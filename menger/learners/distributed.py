@@ -42,7 +42,10 @@ log = logging.getLogger("menger.learners")
 
 
 class LearnerProcessError(RuntimeError):
-    """A data-parallel learner process died or stopped answering."""
+    """A data-parallel learner process died or stopped answering. `child_errors`: {"learner rank r": (its
+    error, its traceback)} when the rank reported one (`menger.explain`)."""
+
+    child_errors: dict[str, tuple[str, str]] = {}
 
 
 # ----- pure helpers --------------------------------------------------------------------------------
@@ -329,8 +332,9 @@ class LearnerGroup:
                 if message[0] == answer:
                     return
                 if message[0] == "error":
-                    raise LearnerProcessError(f"learner rank {rank} failed during {during}: {message[1]}\n"
-                                              f"{message[2]}")
+                    error = LearnerProcessError(f"learner rank {rank} failed during {during}: {message[1]}")
+                    error.child_errors = {f"learner rank {rank}": (message[1], message[2])}  # for menger.explain
+                    raise error
             elif not process.is_alive():
                 raise self._failure(during, None)
             elif time.monotonic() > deadline:

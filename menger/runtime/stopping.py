@@ -8,7 +8,10 @@ MIN_UNROLLS_FOR_FAULT_SHARE = 20  # too few unrolls say little about an env's fa
 
 
 class TrainingFailed(RuntimeError):
-    """The run cannot learn: its frames are mostly lost to env faults, or its loss stopped being finite."""
+    """The run cannot learn: its frames are mostly lost to env faults, or its loss stopped being finite.
+    `child_errors`: {"actor i": (error, traceback)} when the actors' errors are the cause (`menger.explain`)."""
+
+    child_errors: dict[str, tuple[str, str]] = {}
 
 
 class StopRules:

@@ -31,7 +31,10 @@ FIRST_BACKOFF_S = 0.05
 
 
 class NoActorsError(RuntimeError):
-    """No actor was alive for longer than the deadline."""
+    """No actor was alive for longer than the deadline. `child_errors`: {"actor i": (its last error, the
+    traceback it sent)}, what `menger.explain` reports (the message names each actor and its error)."""
+
+    child_errors: dict[str, tuple[str, str]] = {}
 
 
 class Fleet(Protocol):
@@ -62,6 +65,7 @@ class ActorRecord:
     restart_at: float | None = None
     given_up: bool = False
     last_error: str = ""
+    last_traceback: str = ""      # what the actor sent with its last error (its own process's traceback)
 
 
 class ActorSupervisor:
@@ -97,8 +101,10 @@ class ActorSupervisor:
             self._last_alive = self.clock()
         elif self.clock() - self._last_alive > self.config.no_actor_deadline_s:
             errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
-            raise NoActorsError(f"no actor has been alive for {self.config.no_actor_deadline_s:.0f} s "
-                                f"(runtime.supervision.no_actor_deadline_s); last errors: {errors or 'none reported'}")
+            error = NoActorsError(f"no actor has been alive for {self.config.no_actor_deadline_s:g} s "
+                                  f"(runtime.supervision.no_actor_deadline_s); last errors: {errors or 'none reported'}")
+            error.child_errors = self.child_errors()
+            raise error
 
     def final_pass(self) -> None:
         """As the run ends: count incarnations that died since the last pass, without restarting them."""
@@ -112,8 +118,13 @@ class ActorSupervisor:
         """The actor's live incarnation delivered an unroll: it is healthy, back-off and the cap start over."""
         self.actors[actor_id].failures_in_a_row = 0
 
-    def report_error(self, actor_id: int, text: str) -> None:
+    def report_error(self, actor_id: int, text: str, traceback: str = "") -> None:
         self.actors[actor_id].last_error = text
+        self.actors[actor_id].last_traceback = traceback
+
+    def child_errors(self) -> dict[str, tuple[str, str]]:
+        """{"actor i": (last error, its traceback)} of the actors that reported one, for `menger.explain`."""
+        return {f"actor {r.actor_id}": (r.last_error, r.last_traceback) for r in self.actors if r.last_error}
 
     # ----- views ----------------------------------------------------------------------------------------
     def handles(self) -> list[ActorHandle]:
@@ -149,7 +160,7 @@ class ActorSupervisor:
         if reported and why.startswith("died"):
             why += f": {record.last_error}"
         else:  # it said nothing (stalled, or killed without last words): what the supervisor saw is the error
-            record.last_error = why
+            record.last_error, record.last_traceback = why, ""
         record.handle = None
         record.lost += 1
         record.restarts += 1

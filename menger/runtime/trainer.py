@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
 import torch
 
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
@@ -143,8 +144,9 @@ class Trainer:
             except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
                 if cfg.model.network is None and isinstance(exc, ValueError):  # Menger's own: a misfit, named
                     raise ConfigError(f"algo {cfg.algo!r} does not fit the env {cfg.env.id!r}: {exc}") from exc
-                raise ConfigError(f"model: building the network for this env failed ({type(exc).__name__}: {exc}); "
-                                  "check model.network, model.kwargs and model.hidden") from exc
+                raise NetworkBuildError(f"model: building the network for this env failed ({type(exc).__name__}: "
+                                        f"{exc}; observations {_space_text(spaces[0])}, actions {_space_text(spaces[1])}); check "
+                                        "model.network, model.kwargs and model.hidden") from exc
             self._spaces = spaces
             if cfg.eval.video_interval_s > 0:  # an env that cannot render fails here too
                 self.video = VideoRecorder(cfg, *spaces, self.run_dir)
@@ -211,7 +213,7 @@ class Trainer:
                 self.supervisor.delivered(actor_id)
             self._notify("on_unroll", meta, verdict)
         elif message[0] == "error":
-            self.supervisor.report_error(actor_id, message[1])
+            self.supervisor.report_error(actor_id, message[1], message[2])
             log.debug("actor %d traceback:\n%s", actor_id, message[2])
         elif message[0] == "snapshot":
             self._snapshots[actor_id] = message[1]
@@ -251,9 +253,11 @@ class Trainer:
         """A run that ran out of time without a single update learned nothing: that is a failure, not a result."""
         if reason == "wall_clock" and self.learner.updates == self._updates_at_start:
             errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
-            raise TrainingFailed(f"stop.wall_clock_s={self.cfg.stop.wall_clock_s} passed without a single update "
-                                 f"({self.accounts.produced} frames produced); last actor errors: "
-                                 f"{errors or 'none reported'}")
+            error = TrainingFailed(f"stop.wall_clock_s={self.cfg.stop.wall_clock_s} passed without a single update "
+                                   f"({self.accounts.produced} frames produced); last actor errors: "
+                                   f"{errors or 'none reported'}")
+            error.child_errors = self.supervisor.child_errors()
+            raise error
 
     # ----- checkpoints ------------------------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:
@@ -429,6 +433,19 @@ def probe_spaces(env, seed: int, timeout_s: float):
                               f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
                               "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
     return outcome["spaces"]
+
+
+def _space_text(space) -> str:
+    """A space in a few characters: Box(4,) float32, Discrete(2), Dict(position, mask)."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{space.shape} {space.dtype}"
+    if isinstance(space, gym.spaces.Dict):
+        return f"Dict({', '.join(space.spaces)})"
+    return str(space)
+
+
+class NetworkBuildError(ConfigError):
+    """The network (Menger's or a custom `model.network`) could not be built for the env's spaces."""
 
 
 class EnvStartError(RuntimeError):

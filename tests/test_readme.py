@@ -1,0 +1,320 @@
+"""Every command in README.md's shell blocks runs as written and prints (or writes) what the README says.
+
+Each line of a ```bash block is a command. They run in README order in one temporary directory, so a command
+that reads what an earlier one wrote (`menger place ... --out out/`, then `menger cost ... out/placement.plc`)
+finds it. `menger` is `python -m menger.cli` of this checkout, `python` is this interpreter. A run directory
+the README names by example (`runs/cartpole-ppo-20261130-101500`, `runs/deeprm-ppo-<time>`) is the newest one
+that an earlier `menger train` of that experiment wrote.
+
+Budgets: every `menger train` gets `TRAIN_BUDGET` (it stops after its first update), every `menger resume`
+`RESUME_BUDGET`; `COMMANDS` says, per README line, what else runs smaller (and why), what is skipped (and why),
+and what output the README promises. A README command with no entry runs by default: a new command that does
+not work fails this test. An entry for a line the README no longer has fails it too.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SHELL_BLOCKS = ("bash", "sh", "shell", "console")
+TIMEOUT_S = 240  # one command, on a loaded 2-core machine
+
+# a train stops after its first update (then its closing checkpoint and plot); a resume trains a few more
+TRAIN_BUDGET = ["--set", "stop.env_frames=1", "--set", "stop.target_return=null", "--set", "checkpoint.interval_s=0"]
+RESUME_BUDGET = ["--set", "stop.env_frames=4000"]
+EXAMPLE_RUN = re.compile(r"runs/([A-Za-z0-9_.-]+?)-(?:\d{8}-\d{6}|<time>)")
+
+
+@dataclass
+class Ran:
+    """A finished command: what ran, in which directory, its exit code and output."""
+
+    argv: list[str]
+    cwd: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    def run_dir(self) -> Path:
+        """The run directory `menger train` / `resume` printed (`results: RUN_DIR  (...)`)."""
+        match = re.search(r"^results: (\S+)", self.stdout, re.MULTILINE)
+        assert match, f"no 'results:' line in the output:\n{self.stdout[-2000:]}"
+        return self.cwd / match.group(1)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the test does with one README line: `skip` (why), or run `run` (the line itself when None) with
+    `extra` arguments appended after the default budget, then `check` what the README says it prints."""
+
+    why: str
+    skip: bool = False
+    run: str | None = None
+    extra: tuple[str, ...] = ()
+    check: Callable[[Ran], None] | None = None
+
+
+# ----- what the README promises ---------------------------------------------------------------------------
+RUN_FILES = ("config.yaml", "metrics.jsonl", "checkpoints", "plot.png")  # "A run directory holds ..."
+
+
+def trained(ran: Ran) -> None:
+    """`menger train` prints where its results and plot are; the run directory holds what the README lists."""
+    run = ran.run_dir()
+    missing = [name for name in RUN_FILES if not (run / name).exists()]
+    assert not missing, f"{run} lacks {missing}"
+    assert any((run / "checkpoints").iterdir()), f"{run}/checkpoints is empty"
+    assert re.search(r"^plot: +\S+plot\.png", ran.stdout, re.MULTILINE), "no 'plot:' line naming plot.png"
+
+
+def listed_presets(ran: Ran) -> None:
+    names = {line.split()[0] for line in ran.stdout.splitlines() if line.strip()}
+    promised = {"cartpole-ppo", "cartpole-impala", "cartpole-apex", "pendulum-sac"}  # the README's comment
+    assert promised <= names, f"menger presets lacks {promised - names}"
+    trainable = {match.group(1) for match in re.finditer(r"menger train ([a-z0-9-]+)\b", README.read_text())}
+    assert trainable - {"my-exp"} <= names, f"the README trains presets that do not ship: {trainable - names}"
+
+
+def evaluated_with_video(ran: Ran) -> None:
+    assert re.search(r"episodes: 2 +mean return: -?\d", ran.stdout), ran.stdout
+    video = re.search(r"^video: (\S+)", ran.stdout, re.MULTILINE)
+    assert video and (ran.cwd / video.group(1)).stat().st_size > 1000, "no eval.gif written"
+
+
+def plotted(ran: Ran) -> None:
+    png = ran.cwd / ran.stdout.strip().splitlines()[-1]
+    assert png.name == "plot.png" and png.stat().st_size > 1000, ran.stdout
+
+
+def exported(ran: Ran) -> None:
+    """policy.pt: torch.jit.load(...)(obs) -> actions, no Menger needed (in a Python that never imports it)."""
+    path = re.search(r"^wrote (\S+):", ran.stdout, re.MULTILINE).group(1)
+    code = ("import sys, torch; assert 'menger' not in sys.modules; policy = torch.jit.load(sys.argv[1]); "
+            "actions = policy(torch.zeros(3, 4)); assert actions.shape == (3,), actions.shape; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code, path], cwd=ran.cwd, capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def described(ran: Ran) -> None:
+    for key in ("ppo.lr", "runtime.envs_per_actor", "stop.env_frames"):
+        assert key in ran.stdout, f"`menger config` does not describe {key}"
+
+
+def effective_config(ran: Ran) -> None:
+    import yaml
+
+    config = yaml.safe_load(ran.stdout)
+    assert config["name"] == "cartpole-ppo" and config["ppo"]["lr"] == pytest.approx(3e-4), config.get("ppo")
+
+
+def placed(ran: Ran) -> None:
+    out = ran.cwd / "out"
+    assert (out / "placement.plc").exists(), sorted(p.name for p in out.iterdir())
+    assert list(out.glob("*.png")), "no PNG of the placement"
+    for word in ("wirelength", "density", "congestion"):
+        assert word in ran.stdout.lower(), f"the costs lack {word}"
+
+
+def costed(ran: Ran) -> None:
+    for word in ("wirelength", "density", "congestion"):
+        assert word in ran.stdout.lower(), f"`menger cost` does not print {word}"
+
+
+def scheduled(*policies: str) -> Callable[[Ran], None]:
+    def check(ran: Ran) -> None:
+        for policy in policies:
+            assert policy in ran.stdout, f"no figure for {policy}"
+    return check
+
+
+def swept(ran: Ran) -> None:
+    sweep = ran.cwd / "sweep"
+    assert list(sweep.glob("*.png")) and list(sweep.glob("*.csv")), "the sweep wrote no PNG and CSV"
+
+
+RAY_SKIP = ("starts a Ray instance (20-40 s here before the first step); tests/ray/test_ray_launcher.py trains "
+            "through --launcher ray")
+PONG = ["--set", "runtime.envs_per_actor=4"]  # ALE envs take long to start here
+
+COMMANDS: dict[str, Entry] = {
+    "make train": Entry("creates .venv and trains to 475 (minutes): only checked to be a make target",
+                        run="make -n train"),
+    "make test": Entry("the whole suite (minutes): only checked to be a make target", run="make -n test"),
+    "menger presets": Entry("", check=listed_presets),
+    "menger train pendulum-sac": Entry("an evaluation of 1 episode, not 10, each second",
+                                       extra=("--set", "eval.episodes=1")),
+    "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=500000": Entry("", check=trained),
+    "menger train pong-impala --actors 2 --envs-per-actor 16": Entry(
+        "ALE: 4 envs per actor, not 16 (16 ALE envs take long to start here)",
+        extra=tuple(PONG), check=trained),
+    "menger train pong-impala": Entry("the preset's own sizes are --actors 2 --envs-per-actor 16: the command "
+                                      "above, which runs", skip=True),
+    "menger train pong-apex": Entry("ALE from replay: 4 envs per actor, a replay of 2048 steps that learns from "
+                                    "256 (not 100k and 20k), an evaluation of 1 episode",
+                                    extra=(*PONG, "--set", "replay.max_size=2048", "--set", "replay.min_size=256",
+                                           "--set", "eval.episodes=1")),
+    "menger train pong-r2d2": Entry("ALE, recurrent replay: 2 envs per actor, learning from 16 sequences (not "
+                                    "200), an evaluation of 1 episode",
+                                    extra=("--set", "runtime.envs_per_actor=2", "--set", "replay.min_size=16",
+                                           "--set", "eval.episodes=1")),
+    "menger resume runs/cartpole-ppo-20261130-101500 --set stop.env_frames=1000000": Entry("", check=trained),
+    "menger eval runs/cartpole-ppo-20261130-101500 --episodes 20 [--video]": Entry(
+        "2 episodes; the optional [--video] is given", run="menger eval runs/cartpole-ppo-20261130-101500 "
+        "--episodes 2 --video", check=evaluated_with_video),
+    "menger plot runs/cartpole-ppo-20261130-101500": Entry("", check=plotted),
+    "menger export runs/cartpole-ppo-20261130-101500": Entry("", check=exported),
+    "menger config": Entry("", check=described),
+    "menger config cartpole-ppo --set ppo.lr=3e-4": Entry("", check=effective_config),
+    "tensorboard --logdir runs": Entry("a server that runs until it is stopped", skip=True),
+    'pip install -e ".[ray]"': Entry("installs packages", skip=True),
+    "menger train cartpole-impala --launcher ray": Entry(RAY_SKIP, skip=True),
+    "menger train pong-impala --launcher ray --address auto --actors 64": Entry("needs a running Ray cluster",
+                                                                                skip=True),
+    "menger train cartpole-apex --launcher ray --set replay.shards=2": Entry(RAY_SKIP, skip=True),
+    "menger place ariane133_ng45 --method rl --budget 600 --out out/": Entry(
+        "a budget of 5 s, not 600", run="menger place ariane133_ng45 --method rl --budget 5 --out out/",
+        check=placed),
+    "menger cost ariane133_ng45 out/placement.plc": Entry("", check=costed),
+    "menger schedule --policy sjf --policy packer --load 0.9 --episodes 200 --env num_slots=10": Entry(
+        "3 episodes, not 200", run="menger schedule --policy sjf --policy packer --load 0.9 --episodes 3 --env "
+        "num_slots=10", check=scheduled("sjf", "packer")),
+    "menger schedule --policy runs/deeprm-ppo-<time> --policy sjf --policy packer --load 1.3 --episodes 200": Entry(
+        "3 episodes, not 200", run="menger schedule --policy runs/deeprm-ppo-<time> --policy sjf --policy packer "
+        "--load 1.3 --episodes 3", check=scheduled("sjf", "packer")),
+    "menger schedule --sweep-load 0.1:1.9:0.2 --out sweep/": Entry(
+        "2 episodes per load", extra=("--episodes", "2"), check=swept),
+}
+
+
+# ----- reading the README ---------------------------------------------------------------------------------
+def readme_commands(text: str) -> list[str]:
+    """Every command line of the shell blocks, in order: comments and blank lines dropped, `\\` continued."""
+    commands, block, pending = [], None, ""
+    for line in text.splitlines():
+        fence = re.match(r"^\s*```\s*(\S*)", line)
+        if fence:
+            block = None if block is not None else fence.group(1).lower()
+            continue
+        if block not in SHELL_BLOCKS:
+            continue
+        line = _without_comment(line).strip()
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        line, pending = (pending + line).strip(), ""
+        if line:
+            commands.append(" ".join(line.split()))
+    return commands
+
+
+def _without_comment(line: str) -> str:
+    """The line up to a `#` that starts a shell comment (after whitespace, outside quotes)."""
+    quote = None
+    for i, char in enumerate(line):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
+
+
+def _argv(command: str, cwd: Path) -> list[str]:
+    """The README's command as this checkout runs it: menger -> python -m menger.cli, example runs resolved."""
+    def newest_run(match: re.Match) -> str:
+        runs = sorted(glob.glob(str(cwd / "runs" / f"{match.group(1)}-*")))
+        assert runs, f"{command!r} reads a run of {match.group(1)} that no earlier README command wrote"
+        return str(Path(runs[-1]).relative_to(cwd))
+
+    argv = shlex.split(EXAMPLE_RUN.sub(newest_run, command))
+    if argv[0] == "menger":
+        argv = [sys.executable, "-m", "menger.cli", *argv[1:]]
+        if argv[3:4] == ["train"]:
+            argv += TRAIN_BUDGET
+        elif argv[3:4] == ["resume"]:
+            argv += RESUME_BUDGET
+    elif argv[0] == "python":
+        argv[0] = sys.executable
+    elif argv[0] == "make":  # the README's make runs in the checkout
+        argv[1:1] = ["-C", str(ROOT)]
+    return argv
+
+
+def _environment() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path, "MPLBACKEND": "Agg"}
+
+
+def run_command(command: str, entry: Entry | None, cwd: Path) -> Ran:
+    argv = _argv(entry.run if entry and entry.run else command, cwd) + list(entry.extra if entry else ())
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=cwd, env=_environment(), capture_output=True, text=True, timeout=TIMEOUT_S)
+    return Ran(argv, cwd, done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+# ----- the tests ------------------------------------------------------------------------------------------
+def test_the_readme_has_commands_and_the_table_names_only_readme_lines():
+    commands = readme_commands(README.read_text())
+    assert len(commands) > 20 and "menger presets" in commands
+    stale = sorted(set(COMMANDS) - set(commands))
+    assert not stale, f"COMMANDS has entries for lines the README no longer has (update them): {stale}"
+    assert all(entry.why for entry in COMMANDS.values() if entry.skip or entry.run or entry.extra), \
+        "every skip and every smaller budget says why"
+
+
+def test_readme_commands_are_read_as_a_shell_reads_them():
+    text = "x\n```bash\nmenger a  --b 1   # a comment\n\n# only a comment\nmenger c \\\n  --d '#e'\n```\n" \
+           "```yaml\nname: x\n```\n"
+    assert readme_commands(text) == ["menger a --b 1", "menger c --d '#e'"]
+
+
+@pytest.mark.slow
+def test_every_readme_command_runs_and_prints_what_the_readme_says(tmp_path):
+    commands = list(dict.fromkeys(readme_commands(README.read_text())))  # a command the README repeats runs once
+    failures, timings = [], []
+    for command in commands:
+        entry = COMMANDS.get(command)
+        if entry is not None and entry.skip:
+            print(f"skipped: {command}  ({entry.why})")
+            continue
+        try:
+            ran = run_command(command, entry, tmp_path)
+        except (AssertionError, subprocess.TimeoutExpired) as exc:
+            failures.append(f"{command}: {exc}")
+            continue
+        timings.append((ran.seconds, command))
+        if ran.returncode != 0:
+            failures.append(f"{command}: exit code {ran.returncode}\n{ran.stderr[-1500:]}")
+            continue
+        check = entry.check if entry and entry.check else (trained if command.startswith("menger train ") else None)
+        try:
+            if check is not None:
+                check(ran)
+        except AssertionError as exc:
+            failures.append(f"{command}: {exc}")
+    for seconds, command in sorted(timings, reverse=True):
+        print(f"{seconds:6.1f} s  {command}")
+    print(f"{sum(s for s, _ in timings):.0f} s for {len(timings)} commands")
+    assert not failures, "README commands that do not work as written:\n\n" + "\n\n".join(failures)
+
+
+def test_a_command_without_an_entry_runs_with_the_default_budget_and_can_fail(tmp_path):
+    """Nothing is skipped unless the table says so: a README line that does not work fails the slow test."""
+    assert _argv("menger train cartpole-ppo", tmp_path)[-len(TRAIN_BUDGET):] == TRAIN_BUDGET
+    ran = run_command("menger trian cartpole-ppo", None, tmp_path)
+    assert ran.returncode != 0 and "invalid choice: 'trian'" in ran.stderr
