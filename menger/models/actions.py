@@ -212,8 +212,8 @@ class ActionHead:
         self.leaves = leaves
         self.num_params = sum(leaf.num_params for leaf in leaves)
         self.num_gaussian = sum(leaf.width for leaf in leaves if leaf.kind == "gaussian")
-        self.single = len(leaves) == 1 and leaves[0].key is None and leaves[0].space.__class__ in (
-            gym.spaces.Discrete, gym.spaces.Box)  # actions keep the space's own shape
+        self.single = len(leaves) == 1 and leaves[0].key is None and isinstance(
+            leaves[0].space, (gym.spaces.Discrete, gym.spaces.Box))  # actions keep the space's own shape
         self.categorical_only = all(leaf.kind == "categorical" for leaf in leaves)
         self.discrete = self.single and leaves[0].kind == "categorical"  # one Discrete: actions [N]
         self.float_actions = any(leaf.kind == "gaussian" for leaf in leaves)

@@ -236,3 +236,13 @@ def test_a_custom_network_that_does_not_fit_the_space_is_refused_before_training
         build_policy(gym.spaces.Box(-1, 1, (3,)), BOX, _model(network="menger_test_space_envs:MeanValueNet",
                                                              lstm_size=8))
     assert num_action_params(SPACES["tuple"]) == 5 and num_action_params(SPACES["dict"]) == 8
+
+
+def test_a_subclass_of_discrete_acts_as_a_lone_discrete():
+    """An env's own Discrete subclass (chip placement's MaskedDiscrete) gives actions [N], as Discrete does."""
+    class Custom(gym.spaces.Discrete):
+        pass
+
+    head = ActionHead(ActionCodec(Custom(5), "ppo").leaves)
+    action, logp = head.sample(torch.zeros(3, 5), None)
+    assert head.discrete and action.shape == (3,) and logp.shape == (3,)
