@@ -181,6 +181,10 @@ COMMANDS: dict[str, Entry] = {
     "menger config cartpole-ppo --set ppo.lr=3e-4": Entry("", check=effective_config),
     "tensorboard --logdir runs": Entry("a server that runs until it is stopped", skip=True),
     'pip install -e ".[ray]"': Entry("installs packages", skip=True),
+    'pip install "menger-rl[wandb]"': Entry("installs packages", skip=True),
+    "menger train cartpole-ppo --set log.wandb.project=my-project": Entry(
+        "needs wandb, an optional extra the tests do not install; tests/runtime/test_run_logging.py drives the "
+        "W&B logger with a fake wandb module", skip=True),
     "menger train cartpole-impala --launcher ray": Entry(RAY_SKIP, skip=True),
     "menger train pong-impala --launcher ray --address auto --actors 64": Entry("needs a running Ray cluster",
                                                                                 skip=True),
