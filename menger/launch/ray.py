@@ -11,12 +11,16 @@ Where things run::
 The launcher owns its transport (`RayTransport`) and its central inference service (`RayInference`).
 `runtime.ray.address` joins an existing cluster ("auto" or "HOST:PORT"); without it a local Ray instance is
 started with no dashboard, and shut down at the end. If Ray is already initialised (a test's cluster, a
-notebook), that session is used and left running. Only this module, `menger.transport.ray`,
+notebook), that session is used and left running. The local instance keeps Ray's token authentication (Ray's
+default; Menger says so in its own log line instead of Ray's warning, which suggests turning it off) and starts
+no idle workers ahead of need. Only this module, `menger.transport.ray`,
 `menger.params.ray` and `menger.inference.ray` import Ray.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 
 import ray
 
@@ -26,6 +30,37 @@ from menger.inference.ray import start_ray_inference
 from menger.transport.ray import RayTransport
 
 log = logging.getLogger("menger.launch.ray")
+
+AUTH_MODE_VAR = "RAY_AUTH_MODE"  # unset: a local instance gets token authentication (Ray's default)
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_worker_prestart": False}
+
+
+def local_security_note(auth_mode: str) -> str:
+    """What a user should know about the local instance's ports (Ray's own warning suggests turning auth off)."""
+    if auth_mode.lower() == "token":
+        return ("Ray's token authentication is on (its token: ~/.ray/auth_token by default, made once), so only processes "
+                "holding it can use this instance's ports; a cluster uses the same mechanism, see docs/cluster.md")
+    return (f"{AUTH_MODE_VAR}={auth_mode}: Ray's token authentication is OFF, and anyone who can reach this machine's "
+            f"Ray ports can run code on it; unset {AUTH_MODE_VAR} to turn it back on (docs/cluster.md, Security)")
+
+
+class _DropAuthOptOutAdvice(logging.Filter):
+    """Ray's notice that it turned token authentication on ends with how to turn it off; Menger's log line says
+    what the user needs instead (`local_security_note`). Ray's other warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
+
+
+@contextlib.contextmanager
+def _without_ray_auth_warning():
+    ray_auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    drop = _DropAuthOptOutAdvice()
+    ray_auth_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        ray_auth_log.removeFilter(drop)
 
 
 class RayLauncher:
@@ -45,11 +80,19 @@ class RayLauncher:
             return
         if address:
             ray.init(address=address, include_dashboard=False, log_to_driver=True)
-            log.info("joined the Ray cluster at %s: %s", address, ray.cluster_resources())
+            log.info("joined the Ray cluster at %s: %s (authentication: docs/cluster.md, Security)",
+                     address, ray.cluster_resources())
         else:
-            # "local": always a private instance, never an unrelated cluster that happens to run on this machine
-            ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True)
-            log.info("started a local Ray instance: %s", ray.cluster_resources())
+            auth = os.environ.get(AUTH_MODE_VAR, "token")  # unset: Ray turns token authentication on
+            # "local": always a private instance, never an unrelated cluster that happens to run on this machine.
+            # No worker prestart: Ray would start one idle Python worker per CPU while it starts, each importing
+            # Ray and competing with the learner; Menger starts exactly the workers its actors need.
+            with _without_ray_auth_warning():
+                ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True,
+                         _system_config=LOCAL_SYSTEM_CONFIG)
+            level = logging.INFO if auth.lower() == "token" else logging.WARNING
+            log.log(level, "started a local Ray instance (%d CPUs); %s", ray.cluster_resources().get("CPU", 0),
+                    local_security_note(auth))
         self.owns_session = True
 
     def make_transport(self, spec, policy, slots_per_actor: int) -> RayTransport:
