@@ -1,23 +1,38 @@
 """Central inference (SEED RL) for the ray launcher: actors on any node, one batched forward in the learner's process.
 
-Ray actors cannot reach a thread of the driver directly, so requests meet it in a mailbox: a small threaded Ray
-actor pinned to the driver's node (`max_concurrency`: one thread per waiting request)::
+An actor asks for actions at every step, so the hop to the learner is on the critical path of every env step. A
+Ray call per request (an actor method) costs about 1 ms each way on a loaded machine, and a request then took
+four of them (actor -> mailbox actor -> the driver's long poll -> answer -> reply): central inference ran 7x
+slower than local. So requests travel on a plain socket from each actor to the driver, and wait there in a
+mailbox, as an actor's thread in the driver::
 
-    actor (any node):  RayCentralActions.act(obs, state) -> mailbox.act(obs, state): waits for its reply
-    mailbox.take(cap, timeout)      the driver's inference thread long-polls: the first request, then more until
-                                    `cap` requests are in or `timeout` has passed (the dynamic batch)
+    actor (any node):  RayCentralActions.act(obs, state) -> a frame on its socket: waits for the reply frame
+    driver, one thread per actor connection: reads the frame -> mailbox.act(obs, state): waits for its answer
+    mailbox.take(cap, timeout)      the driver's inference thread: the first request, then more until `cap`
+                                    requests are in or `timeout` has passed (the dynamic batch, across actors)
     driver (the learner's device):  newest published parameters (the parameter server's `latest()`, when the
                                     version moved) -> one forward over every taken request's B envs -> mailbox.answer(...)
-    mailbox.answer(replies)         wakes each request's thread, which returns action / logp / next state
+    mailbox.answer(replies)         wakes each request's connection thread, which writes its reply frame
+
+Frames hold only numeric arrays in NumPy's .npy format, read with `allow_pickle=False`, so nothing on the
+socket is ever unpickled. A connection counts only after it presents the service's secret (32 random bytes,
+handed to actors inside their Ray constructor arguments, that is over Ray's authenticated channel). The server
+listens on 127.0.0.1 when every Ray node is this machine, else on the driver node's address.
 
 The forward and the parameters stay with the learner, as in SEED RL: no parameter copy per version leaves the
-driver for inference, and the mailbox and the driver share a node, so the extra hop is local. Every wait has a
-deadline: a request unanswered for `REPLY_TIMEOUT_S` fails (the actor's unroll call raises, the trainer restarts
-it), and a stopped service fails every waiting request at once.
+driver for inference. Every wait has a deadline: a request unanswered for `REPLY_TIMEOUT_S` fails (the actor's
+unroll call raises, the trainer restarts it), and a stopped service fails every waiting request at once (its
+connections are closed: the actor's read ends with the service's reason).
 """
 from __future__ import annotations
 
+import contextlib
+import hmac
+import io
 import logging
+import secrets
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -26,8 +41,6 @@ from typing import Callable
 import numpy as np
 import ray
 import torch
-from ray.exceptions import GetTimeoutError, RayError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.nn.utils import vector_to_parameters
 
 from menger.inference.service import InferenceService, batched_act
@@ -49,7 +62,7 @@ class _Request:
 
 
 class InferenceMailbox:
-    """The Ray actor where actors' requests wait for the driver's inference thread (threaded: `max_concurrency`)."""
+    """Where actors' requests wait for the driver's inference thread: each request is a connection's thread."""
 
     def __init__(self, reply_timeout_s: float = REPLY_TIMEOUT_S):
         self.reply_timeout_s = reply_timeout_s
@@ -118,38 +131,212 @@ class InferenceMailbox:
             request.done.set()
 
 
-class RayCentralActions:
-    """The actor's side on Ray: an `ActionSource` that asks the mailbox instead of running the policy itself."""
+# ----- the wire: length-prefixed frames of named .npy arrays (no pickle) ------------------------------------------
+_LENGTH = struct.Struct("!I")
+_ITEM = struct.Struct("!HI")  # name length, array bytes
+MAX_FRAME_BYTES = 1 << 30
+SECRET_BYTES = 32
 
-    def __init__(self, mailbox, params, timeout_s: float = REPLY_TIMEOUT_S):
-        self.mailbox, self.params, self.timeout_s = mailbox, params, timeout_s
+
+def encode_frame(arrays: dict[str, np.ndarray]) -> bytes:
+    """One frame: its length, then per array its name and its .npy bytes (dtype, shape and data; no objects)."""
+    parts = []
+    for name, array in arrays.items():
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
+        raw, label = buffer.getvalue(), name.encode()
+        parts += [_ITEM.pack(len(label), len(raw)), label, raw]
+    body = b"".join(parts)
+    return _LENGTH.pack(len(body)) + body
+
+
+def decode_frame(body: bytes) -> dict[str, np.ndarray]:
+    arrays, view, at = {}, memoryview(body), 0
+    while at < len(body):
+        name_len, raw_len = _ITEM.unpack_from(body, at)
+        at += _ITEM.size
+        name = bytes(view[at:at + name_len]).decode()
+        at += name_len
+        arrays[name] = np.lib.format.read_array(io.BytesIO(view[at:at + raw_len]), allow_pickle=False)
+        at += raw_len
+    return arrays
+
+
+def read_frame(conn: socket.socket) -> dict[str, np.ndarray] | None:
+    """The next frame, or None when the other side closed the connection."""
+    head = _read_exactly(conn, _LENGTH.size)
+    if head is None:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if length > MAX_FRAME_BYTES:
+        raise ValueError(f"a central inference frame of {length} bytes is larger than {MAX_FRAME_BYTES}")
+    body = _read_exactly(conn, length)
+    if body is None:
+        return None
+    return decode_frame(body)
+
+
+def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = conn.recv(n - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _request_arrays(obs, state) -> dict[str, np.ndarray]:
+    arrays = {f"obs.{key}": value for key, value in obs.items()} if isinstance(obs, dict) else {"obs": obs}
+    if state is not None:
+        arrays["state"] = state
+    return arrays
+
+
+def _split_request(arrays: dict[str, np.ndarray]) -> tuple:
+    state = arrays.pop("state", None)
+    obs = arrays["obs"] if "obs" in arrays else {name[4:]: array for name, array in arrays.items()}
+    return obs, state
+
+
+class RequestServer:
+    """The driver's end of the actors' sockets: a thread per connection hands each request to the mailbox.
+
+    `address` (host, port) and `secret` go to every actor (`RayInferenceClient`). A connection that does not
+    open with the secret within `HELLO_TIMEOUT_S` is closed unread.
+    """
+
+    HELLO_TIMEOUT_S = 10.0
+
+    def __init__(self, mailbox: InferenceMailbox, host: str):
+        self.mailbox, self.secret = mailbox, secrets.token_bytes(SECRET_BYTES)
+        self.listener = socket.create_server((host, 0))
+        self.listener.settimeout(0.2)  # so `close` is heard
+        self.address = (host, self.listener.getsockname()[1])
+        self._connections: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.refused = 0  # connections without the secret
+        threading.Thread(target=self._accept, name="menger-ray-inference-accept", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._serve, args=(conn,), name="menger-ray-inference-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(self.HELLO_TIMEOUT_S)
+            try:
+                hello = _read_exactly(conn, SECRET_BYTES)
+            except OSError:
+                hello = None
+            if hello is None or not hmac.compare_digest(hello, self.secret):
+                self.refused += 1
+                return
+            conn.settimeout(None)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                if self._closed.is_set():
+                    return
+                self._connections.add(conn)
+            try:
+                while True:
+                    frame = read_frame(conn)
+                    if frame is None:
+                        return  # the actor is gone
+                    try:
+                        action, logp, next_state = self.mailbox.act(*_split_request(frame))
+                        reply = {"action": action, "logp": logp}
+                        if next_state is not None:
+                            reply["next_state"] = next_state
+                    except (TimeoutError, RuntimeError) as exc:
+                        reply = {"error": np.frombuffer(str(exc).encode(), np.uint8)}
+                    conn.sendall(encode_frame(reply))
+            except OSError:
+                return  # closed under it (the service stopped), or the actor's side broke
+            finally:
+                with self._lock:
+                    self._connections.discard(conn)
+
+    def close(self) -> None:
+        self._closed.set()
+        self.listener.close()
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class RayCentralActions:
+    """The actor's side on Ray: an `ActionSource` that asks the driver over its socket instead of acting itself."""
+
+    def __init__(self, address: tuple[str, int], secret: bytes, params, timeout_s: float = REPLY_TIMEOUT_S):
+        self.address, self.secret, self.params, self.timeout_s = tuple(address), secret, params, timeout_s
+        self._conn: socket.socket | None = None
 
     def refresh(self) -> int:
         """The service reads the newest published parameters before every forward, so the version the learner
         offered with this unroll is a lower bound of the version behind its actions (sync mode: exactly it)."""
         return self.params.version()
 
-    def act(self, obs, state: torch.Tensor | None) -> ActOutput:
-        obs = {key: t.numpy() for key, t in obs.items()} if isinstance(obs, dict) else obs.numpy()
-        ref = self.mailbox.act.remote(obs, None if state is None else state.numpy())
+    def _connect(self) -> socket.socket:
         try:
-            action, logp, next_state = ray.get(ref, timeout=self.timeout_s + CONTROL_TIMEOUT_S)
-        except GetTimeoutError:
-            raise TimeoutError(f"no answer from the central inference mailbox for "
-                               f"{self.timeout_s + CONTROL_TIMEOUT_S:.0f} s; is the driver's node reachable?") from None
-        return ActOutput(torch.tensor(action), torch.tensor(logp),
-                         None if next_state is None else torch.tensor(next_state))
+            conn = socket.create_connection(self.address, timeout=CONTROL_TIMEOUT_S)
+        except OSError as exc:
+            raise ConnectionError(f"cannot reach the learner's central inference at {self.address[0]}:"
+                                  f"{self.address[1]} ({exc}); is the driver's node reachable from this one?") from exc
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.sendall(self.secret)
+        conn.settimeout(self.timeout_s + CONTROL_TIMEOUT_S)
+        return conn
+
+    def act(self, obs, state: torch.Tensor | None) -> ActOutput:
+        if self._conn is None:
+            self._conn = self._connect()
+        obs = {key: t.numpy() for key, t in obs.items()} if isinstance(obs, dict) else obs.numpy()
+        try:
+            self._conn.sendall(encode_frame(_request_arrays(obs, None if state is None else state.numpy())))
+            reply = read_frame(self._conn)
+        except socket.timeout:
+            raise TimeoutError(f"no answer from the learner's central inference for "
+                               f"{self.timeout_s + CONTROL_TIMEOUT_S:.0f} s; is the driver overloaded?") from None
+        except OSError as exc:
+            reply, self._conn = None, None
+            raise RuntimeError(f"the central inference service has stopped (its connection broke: {exc})") from None
+        if reply is None:
+            self._conn = None
+            raise RuntimeError("the central inference service has stopped (the learner closed its connection)")
+        if "error" in reply:
+            raise RuntimeError(bytes(reply["error"]).decode())
+        next_state = reply.get("next_state")
+        return ActOutput(torch.from_numpy(reply["action"]), torch.from_numpy(reply["logp"]),
+                         None if next_state is None else torch.from_numpy(next_state))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 @dataclass(frozen=True)
 class RayInferenceClient:
-    """What a Ray actor receives (picklable): the mailbox, and how it makes its `RayCentralActions`."""
+    """What a Ray actor receives (picklable; it travels in the actor's constructor arguments, over Ray's own
+    authenticated channel): where the driver's request server listens, and its secret."""
 
-    mailbox: object
+    address: tuple[str, int]
+    secret: bytes
     timeout_s: float = REPLY_TIMEOUT_S
 
     def actions_for(self, actor_id: int, params) -> RayCentralActions:
-        return RayCentralActions(self.mailbox, params, self.timeout_s)
+        return RayCentralActions(self.address, self.secret, params, self.timeout_s)
 
 
 def _request_envs(obs) -> int:
@@ -167,24 +354,29 @@ class RayInference(InferenceService):
     """The driver's side: a thread that takes batches from the mailbox and answers them on the learner's device.
 
     `latest_parameters()` gives (version, flat float32 parameters) as last published; `max_requests` caps the
-    requests answered by one forward (each brings its B envs); `timeout_s` bounds the wait for more after the first.
+    requests answered by one forward (each brings its B envs); `timeout_s` bounds the wait for more after the
+    first. `host`: where the actors' request server listens (`serving_host`).
     """
 
     thread_name = "menger-ray-inference"
 
-    def __init__(self, mailbox, policy, latest_parameters: Callable[[], tuple[int, np.ndarray]],
-                 device: torch.device, *, max_requests: int, timeout_s: float, seed: int = 0):
+    def __init__(self, policy, latest_parameters: Callable[[], tuple[int, np.ndarray]], device: torch.device, *,
+                 max_requests: int, timeout_s: float, seed: int = 0, host: str = "127.0.0.1"):
         super().__init__(policy, device, max_requests=max_requests, timeout_s=timeout_s, seed=seed)
-        self.mailbox, self.latest_parameters = mailbox, latest_parameters
+        self.latest_parameters = latest_parameters
+        self.mailbox = InferenceMailbox(REPLY_TIMEOUT_S)
+        self.server = RequestServer(self.mailbox, host)
         self.requests_answered = 0  # over the whole run: one per actor step (B env steps) acted through here
 
+    def client(self) -> RayInferenceClient:
+        return RayInferenceClient(self.server.address, self.server.secret)
+
     def _fail(self, reason: str) -> None:
-        self._close_mailbox(reason)
+        self.mailbox.close(reason)
 
     def serve_once(self, wait_s: float) -> int:
         """Answer one batch of requests; returns how many (0 when none came within `wait_s`)."""
-        taken = ray.get(self.mailbox.take.remote(self.max_requests, self.timeout_s, wait_s),
-                        timeout=wait_s + self.timeout_s + CONTROL_TIMEOUT_S)
+        taken = self.mailbox.take(self.max_requests, self.timeout_s, wait_s)
         if not taken:
             return 0
         began = time.monotonic()
@@ -196,8 +388,8 @@ class RayInference(InferenceService):
                                                self.generator)
         actions, logps = action.split(sizes), logp.split(sizes)
         next_states = next_state.split(sizes, dim=1) if next_state is not None else [None] * len(ids)
-        self.mailbox.answer.remote([(request_id, a.numpy(), lp.numpy(), None if s is None else s.numpy())
-                                    for request_id, a, lp, s in zip(ids, actions, logps, next_states)])
+        self.mailbox.answer([(request_id, a.numpy(), lp.numpy(), None if s is None else s.numpy())
+                             for request_id, a, lp, s in zip(ids, actions, logps, next_states)])
         answered_in = time.monotonic() - began
         self._counts["forwards"] += 1
         self._counts["requests"] += len(ids)
@@ -215,37 +407,26 @@ class RayInference(InferenceService):
     # ----- metrics and shutdown ------------------------------------------------------------
     def actor_kwargs(self) -> dict:
         """What a Ray actor needs to ask this service instead of acting locally (see `RemoteActor`)."""
-        return {"inference": RayInferenceClient(self.mailbox)}
+        return {"inference": self.client()}
 
     def close(self) -> None:
         self._stop_thread()
-        self._close_mailbox("the run ended")
-        try:
-            ray.kill(self.mailbox)
-        except RayError:
-            pass
-
-    def _close_mailbox(self, reason: str) -> None:
-        try:
-            ray.get(self.mailbox.close.remote(reason), timeout=CONTROL_TIMEOUT_S)
-        except (RayError, GetTimeoutError):
-            pass  # the mailbox is gone already: its requests failed with it
+        self.mailbox.close("the run ended")
+        self.server.close()
 
 
-def start_mailbox(max_requests_in_flight: int):
-    """The mailbox actor on this (the driver's) node: no CPU of its own, a thread per request that can wait."""
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    return ray.remote(InferenceMailbox).options(num_cpus=0, max_concurrency=max_requests_in_flight + 4,
-                                                scheduling_strategy=here, max_restarts=0).remote(REPLY_TIMEOUT_S)
+def serving_host() -> str:
+    """127.0.0.1 when every live Ray node is this machine (a local instance), else this node's address."""
+    here = ray.util.get_node_ip_address()
+    addresses = {node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive")}
+    return "127.0.0.1" if addresses <= {here} else here
 
 
 def start_ray_inference(runtime, policy, latest_parameters, device: torch.device) -> RayInference:
-    """`runtime.inference.mode: central` on the ray launcher: a mailbox on this node and a running `RayInference`.
+    """`runtime.inference.mode: central` on the ray launcher: a request server here and a running `RayInference`.
 
-    `latest_parameters()`: (version, flat parameters) as last published. The mailbox has room for two requests
-    per actor: a replaced incarnation's last request may still wait.
+    `latest_parameters()`: (version, flat parameters) as last published.
     """
-    mailbox = start_mailbox(2 * runtime.actors)
-    return RayInference(mailbox, policy, latest_parameters, device,
-                        max_requests=runtime.inference.batch or runtime.actors,
-                        timeout_s=runtime.inference.timeout_ms / 1000.0, seed=runtime.seed + 1).start()
+    return RayInference(policy, latest_parameters, device, max_requests=runtime.inference.batch or runtime.actors,
+                        timeout_s=runtime.inference.timeout_ms / 1000.0, seed=runtime.seed + 1,
+                        host=serving_host()).start()

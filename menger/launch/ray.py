@@ -5,8 +5,8 @@ Where things run::
     driver (`menger train ... --launcher ray`): Trainer + learner, publishes each version once (ray.put)
     every node: one ParameterCache actor (num_cpus=0, pinned to its node)
     anywhere Ray has room: actors (num_cpus=runtime.ray.actor_cpus, num_gpus=runtime.ray.actor_gpus), spread
-    runtime.inference.mode=central: an InferenceMailbox actor (num_cpus=0) pinned to the driver's node; the batched
-    forward itself runs in a thread of the driver, on the learner's device (`menger.inference.ray`)
+    runtime.inference.mode=central: actors send each step's request on a socket to the driver, where the batched
+    forward runs in a thread, on the learner's device (`menger.inference.ray`)
 
 The launcher owns its transport (`RayTransport`) and its central inference service (`RayInference`).
 `runtime.ray.address` joins an existing cluster ("auto" or "HOST:PORT"); without it a local Ray instance is
@@ -103,7 +103,7 @@ class RayLauncher:
         return RayTransport(self, spec, policy, rt.actors, slots_per_actor, rt.supervision.startup_grace_s)
 
     def start_inference(self, policy, transport: RayTransport, device) -> InferenceBackend:
-        """`runtime.inference.mode`: local (no service) or central (a mailbox on this node, the forward here)."""
+        """`runtime.inference.mode`: local (no service) or central (a request server and the forward here)."""
         if self.runtime.inference.mode != "central":
             return LocalInference()
         return start_ray_inference(self.runtime, policy, transport.params.latest, device)

@@ -112,23 +112,23 @@ def test_removing_a_node_mid_run_reschedules_its_actors_and_training_goes_on(clu
 
 
 def test_central_actions_on_ray_match_local_inference(cluster):
-    """The same seeded sampling as `Policy.act`, through the mailbox and the driver's forward; a new version is
-    picked up before the next forward."""
+    """The same seeded sampling as `Policy.act`, through the request socket, the mailbox and the driver's forward;
+    a new version is picked up before the next forward."""
     import gymnasium as gym
     import numpy as np
     import torch
 
     from menger.experiment import ModelConfig
-    from menger.inference.ray import RayCentralActions, RayInference, start_mailbox
+    from menger.inference.ray import RayInference
     from menger.models import build_policy
 
     torch.manual_seed(0)
     policy = build_policy(gym.spaces.Box(-1.0, 1.0, (4,)), gym.spaces.Discrete(3), ModelConfig(hidden=(16, 16)))
     published = {"now": (3, torch.nn.utils.parameters_to_vector(policy.parameters()).detach().numpy().copy())}
-    service = RayInference(start_mailbox(1), policy, lambda: published["now"], torch.device("cpu"),
-                           max_requests=1, timeout_s=0.0, seed=5).start()
+    service = RayInference(policy, lambda: published["now"], torch.device("cpu"), max_requests=1, timeout_s=0.0,
+                           seed=5).start()
     try:
-        client = RayCentralActions(service.mailbox, params=None, timeout_s=30.0)
+        client = service.client().actions_for(0, params=None)
         generator = torch.Generator().manual_seed(5)
         for step in range(3):
             if step == 2:
