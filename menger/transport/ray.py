@@ -12,8 +12,8 @@ The trainer's loop stays as it is; what a call means on Ray::
                             cache fetch it (one copy crosses the network per node); the others read the cache's copy
     replay (apex, sac)   -> the unroll's observations stay on the actor's node, in that node's `ReplayShard`;
                             only its per-step fields are copied into the learner's slot (`RayChunks`)
-    central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) acts through the
-                            learner's mailbox instead; the driver's service reads `params.latest()`
+    central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) asks the driver's
+                            request server on a socket instead; the driver's service reads `params.latest()`
 
 Liveness: Ray reports a dead actor (its process or its node died) as an error on its in-flight refs; the trainer
 then starts a new incarnation, which Ray places on a live node. An actor with unroll calls in flight that
