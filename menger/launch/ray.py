@@ -12,8 +12,8 @@ The launcher owns its transport (`RayTransport`) and its central inference servi
 `runtime.ray.address` joins an existing cluster ("auto" or "HOST:PORT"); without it a local Ray instance is
 started with no dashboard, and shut down at the end. If Ray is already initialised (a test's cluster, a
 notebook), that session is used and left running. The local instance keeps Ray's token authentication (Ray's
-default; Menger says so in its own log line instead of Ray's warning, which suggests turning it off) and starts
-no idle workers ahead of need. Only this module, `menger.transport.ray`,
+default; Menger says so in its own log line instead of Ray's warning, which suggests turning it off), starts
+no idle workers ahead of need, and runs its actors at the learner's priority (not Ray's nice 15). Only this module, `menger.transport.ray`,
 `menger.params.ray` and `menger.inference.ray` import Ray.
 """
 from __future__ import annotations
@@ -32,7 +32,10 @@ from menger.transport.ray import RayTransport
 log = logging.getLogger("menger.launch.ray")
 
 AUTH_MODE_VAR = "RAY_AUTH_MODE"  # unset: a local instance gets token authentication (Ray's default)
-LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_worker_prestart": False}
+# The local instance's workers: none started ahead of need (Ray would start one idle Python worker per CPU while
+# it starts, each importing Ray and competing with the learner), and at the learner's priority (Ray's default
+# niceness of 15 starves the actors, the run's main work, behind any other process on a shared machine).
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_worker_prestart": False, "worker_niceness": 0}
 
 
 def local_security_note(auth_mode: str) -> str:
@@ -84,9 +87,7 @@ class RayLauncher:
                      address, ray.cluster_resources())
         else:
             auth = os.environ.get(AUTH_MODE_VAR, "token")  # unset: Ray turns token authentication on
-            # "local": always a private instance, never an unrelated cluster that happens to run on this machine.
-            # No worker prestart: Ray would start one idle Python worker per CPU while it starts, each importing
-            # Ray and competing with the learner; Menger starts exactly the workers its actors need.
+            # "local": always a private instance, never an unrelated cluster that happens to run on this machine
             with _without_ray_auth_warning():
                 ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True,
                          _system_config=LOCAL_SYSTEM_CONFIG)

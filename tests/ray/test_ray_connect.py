@@ -49,7 +49,7 @@ def test_a_local_instance_keeps_token_auth_and_says_so_instead_of_rays_opt_out_a
     assert "RAY_AUTH_MODE" not in fake_ray.init_kwargs.get("runtime_env", {})  # nothing turns it off
     assert fake_ray.init_kwargs["address"] == "local" and fake_ray.init_kwargs["include_dashboard"] is False
     assert fake_ray.init_kwargs["_system_config"] == {"prestart_worker_first_driver": False,
-                                                      "enable_worker_prestart": False}
+                                                      "enable_worker_prestart": False, "worker_niceness": 0}
     assert not logging.getLogger(RAY_AUTH_LOG).filters  # the filter was only there while Ray started
 
 
