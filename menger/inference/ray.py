@@ -395,13 +395,13 @@ class RayInference(InferenceService):
                                                self.generator)
         actions, logps = action.split(sizes), logp.split(sizes)
         next_states = next_state.split(sizes, dim=1) if next_state is not None else [None] * len(taken)
-        self.server.answer([(conn, a.numpy(), lp.numpy(), None if s is None else s.numpy())
-                            for conn, a, lp, s in zip(connections, actions, logps, next_states)])
         answered_in = time.monotonic() - began
-        self._counts["forwards"] += 1
+        self._counts["forwards"] += 1  # counted before the replies go: an actor holding its reply sees it counted
         self._counts["requests"] += len(taken)
         self.requests_answered += len(taken)
         self._counts["latency_s"] += sum(waited) + answered_in * len(taken)
+        self.server.answer([(conn, a.numpy(), lp.numpy(), None if s is None else s.numpy())
+                            for conn, a, lp, s in zip(connections, actions, logps, next_states)])
         return len(taken)
 
     def _refresh(self) -> None:
