@@ -1,33 +1,45 @@
 """Central inference (SEED RL) for the ray launcher: actors on any node, one batched forward in the learner's process.
 
-Ray actors cannot reach a thread of the driver directly, so requests meet it in a mailbox: a small threaded Ray
-actor pinned to the driver's node (`max_concurrency`: one thread per waiting request)::
+An actor asks for actions at every step, so the hop to the learner is on the critical path of every env step. A
+Ray call per request (an actor method) costs about 1 ms each way on a loaded machine, and a request took four of
+them (actor -> a mailbox actor -> the driver's long poll -> answer -> reply): central inference ran 7x slower
+than local. So each actor keeps a plain socket to the driver, where the inference thread itself reads them::
 
-    actor (any node):  RayCentralActions.act(obs, state) -> mailbox.act(obs, state): waits for its reply
-    mailbox.take(cap, timeout)      the driver's inference thread long-polls: the first request, then more until
-                                    `cap` requests are in or `timeout` has passed (the dynamic batch)
+    actor (any node):  RayCentralActions.act(obs, state) -> a request frame on its socket; waits for the reply
+    server.take(cap, timeout)       the driver's inference thread, on a selector over every actor's socket: the
+                                    first request, then more until `cap` requests are in or `timeout` has passed
+                                    (the dynamic batch, across actors)
     driver (the learner's device):  newest published parameters (the parameter server's `latest()`, when the
-                                    version moved) -> one forward over every taken request's B envs -> mailbox.answer(...)
-    mailbox.answer(replies)         wakes each request's thread, which returns action / logp / next state
+                                    version moved) -> one forward over every taken request's B envs
+    server.answer(replies)          a reply frame on each request's socket
+
+Frames hold only numeric arrays (name, dtype, shape, bytes; an object dtype is refused), so nothing on the socket
+is ever unpickled. A connection counts only after it presents the service's secret (32 random bytes,
+handed to actors inside their Ray constructor arguments, that is over Ray's authenticated channel). The server
+listens on 127.0.0.1 when every Ray node is this machine, else on the driver node's address.
 
 The forward and the parameters stay with the learner, as in SEED RL: no parameter copy per version leaves the
-driver for inference, and the mailbox and the driver share a node, so the extra hop is local. Every wait has a
-deadline: a request unanswered for `REPLY_TIMEOUT_S` fails (the actor's unroll call raises, the trainer restarts
-it), and a stopped service fails every waiting request at once.
+driver for inference. Every wait has a deadline: a request unanswered for `REPLY_TIMEOUT_S` fails (the actor's
+unroll call raises, the trainer restarts it), and a stopped service fails every waiting request at once (its
+connections are closed: the actor's read ends with the service's reason).
 """
 from __future__ import annotations
 
+import contextlib
+import hmac
 import logging
-import threading
+import secrets
+import selectors
+import socket
+import struct
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import ray
 import torch
-from ray.exceptions import GetTimeoutError, RayError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.nn.utils import vector_to_parameters
 
 from menger.inference.service import InferenceService, batched_act
@@ -35,121 +47,304 @@ from menger.models.policy import ActOutput
 
 log = logging.getLogger("menger.inference.ray")
 
-REPLY_TIMEOUT_S = 60.0  # longest a request waits in the mailbox for the learner's answer
-CONTROL_TIMEOUT_S = 60.0  # margin of every ray.get beyond the wait the call itself may do
+REPLY_TIMEOUT_S = 60.0  # longest an actor waits for the learner's answer to a request
+CONTROL_TIMEOUT_S = 60.0  # margin beyond it (connecting; sending a reply)
+
+
+# ----- the wire: length-prefixed frames of named .npy arrays (no pickle) ------------------------------------------
+_LENGTH = struct.Struct("!I")
+_ITEM = struct.Struct("!HBBI")  # name length, dtype length, ndim, data bytes; then name, dtype, shape, data
+_DIM = struct.Struct("!I")
+MAX_FRAME_BYTES = 1 << 30
+SECRET_BYTES = 32
+
+
+def encode_frame(arrays: dict[str, np.ndarray]) -> bytes:
+    """One frame: its length, then per array its name, dtype (e.g. "<f4"), shape and bytes: numbers only."""
+    parts = []
+    for name, array in arrays.items():
+        array = np.asarray(array, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
+        if array.dtype.hasobject:
+            raise TypeError(f"central inference frames carry numbers only; {name!r} has dtype {array.dtype}")
+        label, dtype = name.encode(), array.dtype.str.encode()
+        parts += [_ITEM.pack(len(label), len(dtype), array.ndim, array.nbytes), label, dtype,
+                  b"".join(_DIM.pack(n) for n in array.shape), array.tobytes()]
+    body = b"".join(parts)
+    return _LENGTH.pack(len(body)) + body
+
+
+def decode_frame(body: bytes) -> dict[str, np.ndarray]:
+    """The arrays of a frame's body; ValueError for anything but plain numeric arrays of the size they claim."""
+    arrays, at = {}, 0
+    try:
+        while at < len(body):
+            name_len, dtype_len, ndim, nbytes = _ITEM.unpack_from(body, at)
+            at += _ITEM.size
+            name = body[at:at + name_len].decode()
+            at += name_len
+            dtype = np.dtype(body[at:at + dtype_len].decode())
+            at += dtype_len
+            shape = tuple(_DIM.unpack_from(body, at + 4 * i)[0] for i in range(ndim))
+            at += 4 * ndim
+            if dtype.hasobject or dtype.itemsize * int(np.prod(shape)) != nbytes or at + nbytes > len(body):
+                raise ValueError(f"array {name!r}: dtype {dtype}, shape {shape} and {nbytes} bytes do not match")
+            arrays[name] = np.frombuffer(body, dtype, count=int(np.prod(shape)), offset=at).reshape(shape).copy()
+            at += nbytes
+    except (struct.error, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"a malformed central inference frame ({exc})") from None
+    return arrays
+
+
+def read_frame(conn: socket.socket) -> dict[str, np.ndarray] | None:
+    """The next frame, or None when the other side closed the connection."""
+    head = _read_exactly(conn, _LENGTH.size)
+    if head is None:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    if length > MAX_FRAME_BYTES:
+        raise ValueError(f"a central inference frame of {length} bytes is larger than {MAX_FRAME_BYTES}")
+    body = _read_exactly(conn, length)
+    if body is None:
+        return None
+    return decode_frame(body)
+
+
+def _read_exactly(conn: socket.socket, n: int) -> bytes | None:
+    chunks, got = [], 0
+    while got < n:
+        chunk = conn.recv(n - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _request_arrays(obs, state) -> dict[str, np.ndarray]:
+    arrays = {f"obs.{key}": value for key, value in obs.items()} if isinstance(obs, dict) else {"obs": obs}
+    if state is not None:
+        arrays["state"] = state
+    return arrays
+
+
+def _split_request(arrays: dict[str, np.ndarray]) -> tuple:
+    state = arrays.pop("state", None)
+    obs = arrays["obs"] if "obs" in arrays else {name[4:]: array for name, array in arrays.items()}
+    return obs, state
 
 
 @dataclass
-class _Request:
-    obs: object                  # np.ndarray [B, *obs_shape], or a dict of such
-    state: np.ndarray | None     # [2, B, H] with an LSTM
-    arrived: float               # time.monotonic() in the mailbox
-    done: threading.Event
-    reply: tuple | None = None   # (action [B, ...], logp [B], next_state [2, B, H] or None)
+class _Connection:
+    sock: socket.socket
+    opened: float
+    verified: bool = False
+    buffer: bytearray = field(default_factory=bytearray)
 
 
-class InferenceMailbox:
-    """The Ray actor where actors' requests wait for the driver's inference thread (threaded: `max_concurrency`)."""
+class RequestServer:
+    """The driver's end of the actors' sockets, driven by the inference thread alone (no thread per actor).
 
-    def __init__(self, reply_timeout_s: float = REPLY_TIMEOUT_S):
-        self.reply_timeout_s = reply_timeout_s
-        self._changed = threading.Condition()
-        self._pending: dict[int, _Request] = {}  # arrived, not yet taken (insertion order: first come, first served)
-        self._taken: dict[int, _Request] = {}    # taken by the driver, not yet answered
-        self._next_id = 0
-        self._closed: str | None = None
+        take(cap, timeout_s, wait_s)   waits up to `wait_s` for a first request, then up to `timeout_s` for more,
+                                       until `cap` are in (a full batch goes at once): [(connection, obs, state,
+                                       seconds waited)], first come first served
+        answer(replies)                each (connection, action, logp, next_state) goes back on its connection
+        close(reason)                  every actor is told `reason` (its current or next request fails with it)
 
-    def act(self, obs, state):
-        """Called by an actor: wait for this request's answer; (action, logp, next_state)."""
-        with self._changed:
-            if self._closed:
-                raise RuntimeError(f"the central inference service has stopped: {self._closed}")
-            request_id, self._next_id = self._next_id, self._next_id + 1
-            request = self._pending[request_id] = _Request(obs, state, time.monotonic(), threading.Event())
-            self._changed.notify_all()
-        if not request.done.wait(self.reply_timeout_s):
-            with self._changed:
-                self._pending.pop(request_id, None)
-                self._taken.pop(request_id, None)
-            raise TimeoutError(f"no answer from the learner's inference thread for {self.reply_timeout_s:.0f} s; "
-                               "is the learner's process overloaded or gone?")
-        if request.reply is None:
-            raise RuntimeError(f"the central inference service has stopped: {self._closed}")
-        return request.reply
+    `address` (host, port) and `secret` go to every actor (`RayInferenceClient`). A connection that has not sent
+    the secret within `HELLO_TIMEOUT_S` is closed; until then at most the secret's 32 bytes are read from it.
+    Each actor has at most one request out (it waits for its reply), so a batch holds one request per actor.
+    """
+
+    HELLO_TIMEOUT_S = 10.0
+
+    def __init__(self, host: str):
+        self.secret = secrets.token_bytes(SECRET_BYTES)
+        self.listener = socket.create_server((host, 0))
+        self.listener.setblocking(False)
+        self.address = (host, self.listener.getsockname()[1])
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ, None)
+        self.ready: deque = deque()  # (connection, frame, arrived): read, not yet taken
+        self.refused = 0             # connections without the secret
+        self.closed: str | None = None
 
     def take(self, max_requests: int, timeout_s: float, wait_s: float) -> list[tuple]:
-        """Called by the driver: up to `max_requests` requests as (id, obs, state, seconds waited so far).
-
-        Waits up to `wait_s` for a first request, then up to `timeout_s` more for the batch to fill; [] if none.
-        """
-        with self._changed:
-            if not self._changed.wait_for(lambda: self._pending or self._closed, wait_s) or self._closed:
+        first_by = time.monotonic() + wait_s
+        while not self.ready and not self.closed:
+            remaining = first_by - time.monotonic()
+            if remaining <= 0:
                 return []
-            deadline = time.monotonic() + timeout_s
-            while len(self._pending) < max_requests and not self._closed:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._changed.wait(remaining)
-            now, batch = time.monotonic(), []
-            for request_id in list(self._pending)[:max_requests]:
-                request = self._taken[request_id] = self._pending.pop(request_id)
-                batch.append((request_id, request.obs, request.state, now - request.arrived))
-            return batch
+            self._poll(remaining)
+        full_by = time.monotonic() + timeout_s
+        if not self.closed:
+            self._poll(0.0)
+        while len(self.ready) < max_requests and not self.closed:
+            remaining = full_by - time.monotonic()
+            if remaining <= 0:
+                break
+            self._poll(remaining)
+        now, batch = time.monotonic(), []
+        while self.ready and len(batch) < max_requests:
+            conn, frame, arrived = self.ready.popleft()
+            obs, state = _split_request(frame)
+            batch.append((conn, obs, state, now - arrived))
+        return batch
 
     def answer(self, replies: list[tuple]) -> None:
-        """Called by the driver: (id, action, logp, next_state) per taken request; wakes each one's thread."""
-        for request_id, *reply in replies:
-            with self._changed:
-                request = self._taken.pop(request_id, None)
-            if request is not None:  # gone: it timed out meanwhile
-                request.reply = tuple(reply)
-                request.done.set()
+        for conn, action, logp, next_state in replies:
+            reply = {"action": action, "logp": logp}
+            if next_state is not None:
+                reply["next_state"] = next_state
+            self._send(conn, reply)
 
     def close(self, reason: str) -> None:
-        """Fail every waiting request and refuse new ones (the service stopped, or the run ended)."""
-        with self._changed:
-            self._closed = reason
-            waiting = list(self._pending.values()) + list(self._taken.values())
-            self._pending.clear()
-            self._taken.clear()
-            self._changed.notify_all()
-        for request in waiting:
-            request.done.set()
+        if self.closed:
+            return
+        self.closed = reason
+        told = np.frombuffer(f"the central inference service has stopped: {reason}".encode(), np.uint8)
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None and key.data.verified:
+                self._send(key.data, {"error": told})
+            self._drop(key.fileobj if key.data is None else key.data)
+        self.selector.close()
+
+    # ----- reading ----------------------------------------------------------------------------------------------
+    def _poll(self, timeout: float) -> None:
+        for key, _ in self.selector.select(timeout):
+            if key.data is None:
+                self._accept()
+            else:
+                self._read(key.data)
+        now = time.monotonic()
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None and not key.data.verified and now - key.data.opened > self.HELLO_TIMEOUT_S:
+                self.refused += 1
+                self._drop(key.data)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            sock.settimeout(CONTROL_TIMEOUT_S)  # reads happen only when the selector says data is there
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.selector.register(sock, selectors.EVENT_READ, _Connection(sock, time.monotonic()))
+
+    def _read(self, conn: _Connection) -> None:
+        want = SECRET_BYTES - len(conn.buffer) if not conn.verified else 1 << 20
+        try:
+            data = conn.sock.recv(want)
+        except OSError:
+            data = b""
+        if not data:  # the actor is gone (or broke its side)
+            self._drop(conn)
+            return
+        conn.buffer += data
+        if not conn.verified:
+            if len(conn.buffer) < SECRET_BYTES:
+                return
+            if not hmac.compare_digest(bytes(conn.buffer), self.secret):
+                self.refused += 1
+                self._drop(conn)
+                return
+            conn.verified, conn.buffer = True, bytearray()
+            return
+        while len(conn.buffer) >= _LENGTH.size:
+            (length,) = _LENGTH.unpack_from(conn.buffer)
+            if length > MAX_FRAME_BYTES:
+                log.warning("dropping a central inference connection: a frame of %d bytes", length)
+                self._drop(conn)
+                return
+            if len(conn.buffer) < _LENGTH.size + length:
+                return
+            body = bytes(conn.buffer[_LENGTH.size:_LENGTH.size + length])
+            del conn.buffer[:_LENGTH.size + length]
+            try:
+                frame = decode_frame(body)
+            except ValueError as exc:
+                log.warning("dropping a central inference connection: an unreadable request (%s)", exc)
+                self._drop(conn)
+                return
+            self.ready.append((conn, frame, time.monotonic()))
+
+    def _send(self, conn: _Connection, arrays: dict) -> None:
+        try:
+            conn.sock.sendall(encode_frame(arrays))
+        except OSError:
+            self._drop(conn)  # the actor died while its request was answered
+
+    def _drop(self, conn) -> None:
+        sock = conn.sock if isinstance(conn, _Connection) else conn
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(sock)
+        with contextlib.suppress(OSError):
+            sock.close()
+        self.ready = deque(item for item in self.ready if item[0] is not conn)
 
 
 class RayCentralActions:
-    """The actor's side on Ray: an `ActionSource` that asks the mailbox instead of running the policy itself."""
+    """The actor's side on Ray: an `ActionSource` that asks the driver over its socket instead of acting itself."""
 
-    def __init__(self, mailbox, params, timeout_s: float = REPLY_TIMEOUT_S):
-        self.mailbox, self.params, self.timeout_s = mailbox, params, timeout_s
+    def __init__(self, address: tuple[str, int], secret: bytes, params, timeout_s: float = REPLY_TIMEOUT_S):
+        self.address, self.secret, self.params, self.timeout_s = tuple(address), secret, params, timeout_s
+        self._conn: socket.socket | None = None
 
     def refresh(self) -> int:
         """The service reads the newest published parameters before every forward, so the version the learner
         offered with this unroll is a lower bound of the version behind its actions (sync mode: exactly it)."""
         return self.params.version()
 
-    def act(self, obs, state: torch.Tensor | None) -> ActOutput:
-        obs = {key: t.numpy() for key, t in obs.items()} if isinstance(obs, dict) else obs.numpy()
-        ref = self.mailbox.act.remote(obs, None if state is None else state.numpy())
+    def _connect(self) -> socket.socket:
         try:
-            action, logp, next_state = ray.get(ref, timeout=self.timeout_s + CONTROL_TIMEOUT_S)
-        except GetTimeoutError:
-            raise TimeoutError(f"no answer from the central inference mailbox for "
-                               f"{self.timeout_s + CONTROL_TIMEOUT_S:.0f} s; is the driver's node reachable?") from None
-        return ActOutput(torch.tensor(action), torch.tensor(logp),
-                         None if next_state is None else torch.tensor(next_state))
+            conn = socket.create_connection(self.address, timeout=CONTROL_TIMEOUT_S)
+        except OSError as exc:
+            raise ConnectionError(f"cannot reach the learner's central inference at {self.address[0]}:"
+                                  f"{self.address[1]} ({exc}); is the driver's node reachable from this one?") from exc
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn.sendall(self.secret)
+        conn.settimeout(self.timeout_s + CONTROL_TIMEOUT_S)
+        return conn
+
+    def act(self, obs, state: torch.Tensor | None) -> ActOutput:
+        if self._conn is None:
+            self._conn = self._connect()
+        obs = {key: t.numpy() for key, t in obs.items()} if isinstance(obs, dict) else obs.numpy()
+        try:
+            self._conn.sendall(encode_frame(_request_arrays(obs, None if state is None else state.numpy())))
+            reply = read_frame(self._conn)
+        except socket.timeout:
+            raise TimeoutError(f"no answer from the learner's central inference for "
+                               f"{self.timeout_s + CONTROL_TIMEOUT_S:.0f} s; is the driver overloaded?") from None
+        except OSError as exc:
+            reply, self._conn = None, None
+            raise RuntimeError(f"the central inference service has stopped (its connection broke: {exc})") from None
+        if reply is None:
+            self._conn = None
+            raise RuntimeError("the central inference service has stopped (the learner closed its connection)")
+        if "error" in reply:
+            raise RuntimeError(bytes(reply["error"]).decode())
+        next_state = reply.get("next_state")
+        return ActOutput(torch.from_numpy(reply["action"]), torch.from_numpy(reply["logp"]),
+                         None if next_state is None else torch.from_numpy(next_state))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 @dataclass(frozen=True)
 class RayInferenceClient:
-    """What a Ray actor receives (picklable): the mailbox, and how it makes its `RayCentralActions`."""
+    """What a Ray actor receives (picklable; it travels in the actor's constructor arguments, over Ray's own
+    authenticated channel): where the driver's request server listens, and its secret."""
 
-    mailbox: object
+    address: tuple[str, int]
+    secret: bytes
     timeout_s: float = REPLY_TIMEOUT_S
 
     def actions_for(self, actor_id: int, params) -> RayCentralActions:
-        return RayCentralActions(self.mailbox, params, self.timeout_s)
+        return RayCentralActions(self.address, self.secret, params, self.timeout_s)
 
 
 def _request_envs(obs) -> int:
@@ -164,46 +359,50 @@ def _stack(requests: list) -> object:
 
 
 class RayInference(InferenceService):
-    """The driver's side: a thread that takes batches from the mailbox and answers them on the learner's device.
+    """The driver's side: a thread that takes batches from the request server and answers them on the learner's device.
 
     `latest_parameters()` gives (version, flat float32 parameters) as last published; `max_requests` caps the
-    requests answered by one forward (each brings its B envs); `timeout_s` bounds the wait for more after the first.
+    requests answered by one forward (each brings its B envs); `timeout_s` bounds the wait for more after the
+    first. `host`: where the actors' request server listens (`serving_host`).
     """
 
     thread_name = "menger-ray-inference"
 
-    def __init__(self, mailbox, policy, latest_parameters: Callable[[], tuple[int, np.ndarray]],
-                 device: torch.device, *, max_requests: int, timeout_s: float, seed: int = 0):
+    def __init__(self, policy, latest_parameters: Callable[[], tuple[int, np.ndarray]], device: torch.device, *,
+                 max_requests: int, timeout_s: float, seed: int = 0, host: str = "127.0.0.1"):
         super().__init__(policy, device, max_requests=max_requests, timeout_s=timeout_s, seed=seed)
-        self.mailbox, self.latest_parameters = mailbox, latest_parameters
+        self.latest_parameters = latest_parameters
+        self.server = RequestServer(host)
         self.requests_answered = 0  # over the whole run: one per actor step (B env steps) acted through here
 
+    def client(self) -> RayInferenceClient:
+        return RayInferenceClient(self.server.address, self.server.secret)
+
     def _fail(self, reason: str) -> None:
-        self._close_mailbox(reason)
+        self.server.close(reason)
 
     def serve_once(self, wait_s: float) -> int:
         """Answer one batch of requests; returns how many (0 when none came within `wait_s`)."""
-        taken = ray.get(self.mailbox.take.remote(self.max_requests, self.timeout_s, wait_s),
-                        timeout=wait_s + self.timeout_s + CONTROL_TIMEOUT_S)
+        taken = self.server.take(self.max_requests, self.timeout_s, wait_s)
         if not taken:
             return 0
         began = time.monotonic()
         self._refresh()
-        ids, observations, states, waited = zip(*taken)
+        connections, observations, states, waited = zip(*taken)
         sizes = [_request_envs(obs) for obs in observations]
         state = None if states[0] is None else torch.from_numpy(np.concatenate(states, axis=1))
         action, logp, next_state = batched_act(self.policy, _stack(list(observations)), state, self.device,
                                                self.generator)
         actions, logps = action.split(sizes), logp.split(sizes)
-        next_states = next_state.split(sizes, dim=1) if next_state is not None else [None] * len(ids)
-        self.mailbox.answer.remote([(request_id, a.numpy(), lp.numpy(), None if s is None else s.numpy())
-                                    for request_id, a, lp, s in zip(ids, actions, logps, next_states)])
+        next_states = next_state.split(sizes, dim=1) if next_state is not None else [None] * len(taken)
         answered_in = time.monotonic() - began
-        self._counts["forwards"] += 1
-        self._counts["requests"] += len(ids)
-        self.requests_answered += len(ids)
-        self._counts["latency_s"] += sum(waited) + answered_in * len(ids)
-        return len(ids)
+        self._counts["forwards"] += 1  # counted before the replies go: an actor holding its reply sees it counted
+        self._counts["requests"] += len(taken)
+        self.requests_answered += len(taken)
+        self._counts["latency_s"] += sum(waited) + answered_in * len(taken)
+        self.server.answer([(conn, a.numpy(), lp.numpy(), None if s is None else s.numpy())
+                            for conn, a, lp, s in zip(connections, actions, logps, next_states)])
+        return len(taken)
 
     def _refresh(self) -> None:
         """Copy the newest published parameters onto the device when their version moved."""
@@ -215,37 +414,25 @@ class RayInference(InferenceService):
     # ----- metrics and shutdown ------------------------------------------------------------
     def actor_kwargs(self) -> dict:
         """What a Ray actor needs to ask this service instead of acting locally (see `RemoteActor`)."""
-        return {"inference": RayInferenceClient(self.mailbox)}
+        return {"inference": self.client()}
 
     def close(self) -> None:
-        self._stop_thread()
-        self._close_mailbox("the run ended")
-        try:
-            ray.kill(self.mailbox)
-        except RayError:
-            pass
-
-    def _close_mailbox(self, reason: str) -> None:
-        try:
-            ray.get(self.mailbox.close.remote(reason), timeout=CONTROL_TIMEOUT_S)
-        except (RayError, GetTimeoutError):
-            pass  # the mailbox is gone already: its requests failed with it
+        self._stop_thread()  # the server is the inference thread's alone: closed once that has stopped
+        self.server.close("the run ended")
 
 
-def start_mailbox(max_requests_in_flight: int):
-    """The mailbox actor on this (the driver's) node: no CPU of its own, a thread per request that can wait."""
-    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-    return ray.remote(InferenceMailbox).options(num_cpus=0, max_concurrency=max_requests_in_flight + 4,
-                                                scheduling_strategy=here, max_restarts=0).remote(REPLY_TIMEOUT_S)
+def serving_host() -> str:
+    """127.0.0.1 when every live Ray node is this machine (a local instance), else this node's address."""
+    here = ray.util.get_node_ip_address()
+    addresses = {node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive")}
+    return "127.0.0.1" if addresses <= {here} else here
 
 
 def start_ray_inference(runtime, policy, latest_parameters, device: torch.device) -> RayInference:
-    """`runtime.inference.mode: central` on the ray launcher: a mailbox on this node and a running `RayInference`.
+    """`runtime.inference.mode: central` on the ray launcher: a request server here and a running `RayInference`.
 
-    `latest_parameters()`: (version, flat parameters) as last published. The mailbox has room for two requests
-    per actor: a replaced incarnation's last request may still wait.
+    `latest_parameters()`: (version, flat parameters) as last published.
     """
-    mailbox = start_mailbox(2 * runtime.actors)
-    return RayInference(mailbox, policy, latest_parameters, device,
-                        max_requests=runtime.inference.batch or runtime.actors,
-                        timeout_s=runtime.inference.timeout_ms / 1000.0, seed=runtime.seed + 1).start()
+    return RayInference(policy, latest_parameters, device, max_requests=runtime.inference.batch or runtime.actors,
+                        timeout_s=runtime.inference.timeout_ms / 1000.0, seed=runtime.seed + 1,
+                        host=serving_host()).start()

@@ -1,6 +1,6 @@
 """What both central inference services share: the batched forward, seeded sampling, the serving thread.
 
-`menger.inference.central` (request slots in shared memory) and `menger.inference.ray` (a mailbox actor) each
+`menger.inference.central` (request slots in shared memory) and `menger.inference.ray` (a socket per actor) each
 subclass `InferenceService` and call `batched_act`, so central actions equal `Policy.act`'s with the same
 generator under either.
 """

@@ -5,18 +5,22 @@ Where things run::
     driver (`menger train ... --launcher ray`): Trainer + learner, publishes each version once (ray.put)
     every node: one ParameterCache actor (num_cpus=0, pinned to its node)
     anywhere Ray has room: actors (num_cpus=runtime.ray.actor_cpus, num_gpus=runtime.ray.actor_gpus), spread
-    runtime.inference.mode=central: an InferenceMailbox actor (num_cpus=0) pinned to the driver's node; the batched
-    forward itself runs in a thread of the driver, on the learner's device (`menger.inference.ray`)
+    runtime.inference.mode=central: actors send each step's request on a socket to the driver, where the batched
+    forward runs in a thread, on the learner's device (`menger.inference.ray`)
 
 The launcher owns its transport (`RayTransport`) and its central inference service (`RayInference`).
 `runtime.ray.address` joins an existing cluster ("auto" or "HOST:PORT"); without it a local Ray instance is
 started with no dashboard, and shut down at the end. If Ray is already initialised (a test's cluster, a
-notebook), that session is used and left running. Only this module, `menger.transport.ray`,
+notebook), that session is used and left running. The local instance keeps Ray's token authentication (Ray's
+default; Menger says so in its own log line instead of Ray's warning, which suggests turning it off), starts
+no idle workers ahead of need, and runs its actors at the learner's priority (not Ray's nice 15). Only this module, `menger.transport.ray`,
 `menger.params.ray` and `menger.inference.ray` import Ray.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 
 import ray
 
@@ -26,6 +30,40 @@ from menger.inference.ray import start_ray_inference
 from menger.transport.ray import RayTransport
 
 log = logging.getLogger("menger.launch.ray")
+
+AUTH_MODE_VAR = "RAY_AUTH_MODE"  # unset: a local instance gets token authentication (Ray's default)
+# The local instance's workers: none started ahead of need (Ray would start one idle Python worker per CPU while
+# it starts, each importing Ray and competing with the learner), and at the learner's priority (Ray's default
+# niceness of 15 starves the actors, the run's main work, behind any other process on a shared machine).
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False, "enable_worker_prestart": False, "worker_niceness": 0}
+
+
+def local_security_note(auth_mode: str) -> str:
+    """What a user should know about the local instance's ports (Ray's own warning suggests turning auth off)."""
+    if auth_mode.lower() == "token":
+        return ("Ray's token authentication is on (its token: ~/.ray/auth_token by default, made once), so only processes "
+                "holding it can use this instance's ports; a cluster uses the same mechanism, see docs/cluster.md")
+    return (f"{AUTH_MODE_VAR}={auth_mode}: Ray's token authentication is OFF, and anyone who can reach this machine's "
+            f"Ray ports can run code on it; unset {AUTH_MODE_VAR} to turn it back on (docs/cluster.md, Security)")
+
+
+class _DropAuthOptOutAdvice(logging.Filter):
+    """Ray's notice that it turned token authentication on ends with how to turn it off; Menger's log line says
+    what the user needs instead (`local_security_note`). Ray's other warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
+
+
+@contextlib.contextmanager
+def _without_ray_auth_warning():
+    ray_auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    drop = _DropAuthOptOutAdvice()
+    ray_auth_log.addFilter(drop)
+    try:
+        yield
+    finally:
+        ray_auth_log.removeFilter(drop)
 
 
 class RayLauncher:
@@ -45,11 +83,17 @@ class RayLauncher:
             return
         if address:
             ray.init(address=address, include_dashboard=False, log_to_driver=True)
-            log.info("joined the Ray cluster at %s: %s", address, ray.cluster_resources())
+            log.info("joined the Ray cluster at %s: %s (authentication: docs/cluster.md, Security)",
+                     address, ray.cluster_resources())
         else:
+            auth = os.environ.get(AUTH_MODE_VAR, "token")  # unset: Ray turns token authentication on
             # "local": always a private instance, never an unrelated cluster that happens to run on this machine
-            ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True)
-            log.info("started a local Ray instance: %s", ray.cluster_resources())
+            with _without_ray_auth_warning():
+                ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=True,
+                         _system_config=LOCAL_SYSTEM_CONFIG)
+            level = logging.INFO if auth.lower() == "token" else logging.WARNING
+            log.log(level, "started a local Ray instance (%d CPUs); %s", ray.cluster_resources().get("CPU", 0),
+                    local_security_note(auth))
         self.owns_session = True
 
     def make_transport(self, spec, policy, slots_per_actor: int) -> RayTransport:
@@ -60,7 +104,7 @@ class RayLauncher:
         return RayTransport(self, spec, policy, rt.actors, slots_per_actor, rt.supervision.startup_grace_s)
 
     def start_inference(self, policy, transport: RayTransport, device) -> InferenceBackend:
-        """`runtime.inference.mode`: local (no service) or central (a mailbox on this node, the forward here)."""
+        """`runtime.inference.mode`: local (no service) or central (a request server and the forward here)."""
         if self.runtime.inference.mode != "central":
             return LocalInference()
         return start_ray_inference(self.runtime, policy, transport.params.latest, device)

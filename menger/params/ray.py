@@ -1,10 +1,13 @@
 """The parameter server on Ray: each version put in the object store once, read through one cache per node.
 
     learner (driver):  RayParameterServer.publish(policy, version) -> ray.put(flat parameters), once per version
-    every node:        one ParameterCache actor (num_cpus=0, pinned there): fetches a version the first time an
-                       actor of its node needs it, so about one copy per version crosses the network per node
-    actor:             CachedParameters (its ParameterSource): the version the learner offered with the unroll
-                       call, read through its node's cache
+    every node:        one ParameterCache actor (num_cpus=0, pinned there): told of each version as it is published
+                       (a reference, not the bytes), it fetches a version the first time an actor of its node needs
+                       it, so about one copy per version crosses the network per node
+    actor:             CachedParameters (its ParameterSource): before each unroll, the newest version its node's
+                       cache knows of, never older than the one the learner offered with the unroll call. (The
+                       offer alone would be as old as the grant: a grant goes out before the update it waits on,
+                       and queues behind the unroll in progress, so the actor would act two versions behind.)
     central inference: RayParameterServer.latest() in the driver: no copy leaves the driver for inference
 
 Only this module, `menger.transport.ray`, `menger.inference.ray` and `menger.launch.ray` import Ray.
@@ -48,21 +51,31 @@ class RayParameterServer:
 class ParameterCache:
     """One per node (pinned there with NodeAffinitySchedulingStrategy): Menger's parameter cache.
 
-    `read(version, source)` fetches `source[0]` (the learner's object for `version`) only when the cache holds an
-    older version, stores it in its node's object store with `ray.put`, and returns that local reference, so the
-    learner sends each version about once per node instead of once per actor.
+    `announce(version, source)`: the learner publishes; the cache keeps the reference (`source[0]`, the learner's
+    object), fetching nothing yet. `read(version, source)`: an actor's read before an unroll; `version, source` is
+    the learner's offer with the unroll call, which counts as an announcement too (a cache made after a publish
+    has missed it). The newest version announced is fetched only when a reader first asks for it, stored in the
+    node's object store with `ray.put`, and that local reference returned, so the learner sends each version about
+    once per node instead of once per actor, and a version nobody read never leaves the learner.
     """
 
     def __init__(self):
         self.version, self.local, self.fetches, self.bytes_fetched, self.reads = -1, None, 0, 0, 0
+        self.announced, self.source = -1, None
+
+    def announce(self, version: int, source: list) -> None:
+        if version > self.announced:
+            self.announced, self.source = version, source
 
     def read(self, version: int, source: list) -> tuple[int, list]:
-        if version > self.version:
-            flat = ray.get(source[0], timeout=GET_TIMEOUT_S)
+        self.announce(version, source)
+        if self.announced > self.version:
+            flat = ray.get(self.source[0], timeout=GET_TIMEOUT_S)
             self.local = [ray.put(flat)]
-            self.version = version
+            self.version = self.announced
             self.fetches += 1
             self.bytes_fetched += int(flat.nbytes)
+        self.source = None  # fetched: the learner's object may go
         self.reads += 1
         return self.version, self.local
 
@@ -71,26 +84,30 @@ class ParameterCache:
 
 
 class CachedParameters:
-    """An actor's ParameterSource on Ray: the version the learner last offered, read through the node's cache."""
+    """An actor's ParameterSource on Ray: the newest version its node's cache knows of when an unroll starts.
+
+    `offer(version, source)` (each unroll call) asks the cache once: it answers with its newest version (at least
+    the offered one) and a local reference to it; `read_into` fetches that only when the version moved.
+    """
 
     def __init__(self, cache):
-        self.cache, self.offered, self.source = cache, -1, None
+        self.cache, self.offered, self.source, self.local = cache, -1, None, None
 
     def offer(self, version: int, source: list) -> None:
-        self.offered, self.source = version, source
+        self.source = source
+        if self.cache is None:  # a node that joined after the caches were made: the learner's copy as offered
+            self.offered, self.local = version, source
+        else:
+            self.offered, self.local = ray.get(self.cache.read.remote(version, source), timeout=GET_TIMEOUT_S)
 
     def version(self) -> int:
         return self.offered
 
     def read_into(self, module) -> int:
-        if self.cache is None:  # a node that joined after the caches were made: read the learner's copy
-            version, flat = self.offered, ray.get(self.source[0], timeout=GET_TIMEOUT_S)
-        else:
-            version, local = ray.get(self.cache.read.remote(self.offered, self.source), timeout=GET_TIMEOUT_S)
-            flat = ray.get(local[0], timeout=GET_TIMEOUT_S)
+        flat = ray.get(self.local[0], timeout=GET_TIMEOUT_S)
         with torch.no_grad():
             vector_to_parameters(torch.from_numpy(np.array(flat)), module.parameters())
-        return version
+        return self.offered
 
 
 class ParameterCaches:
@@ -110,6 +127,11 @@ class ParameterCaches:
             self.by_node[node_id] = ray.remote(ParameterCache).options(
                 num_cpus=0, scheduling_strategy=strategy, max_concurrency=1).remote()
         return dict(self.by_node)
+
+    def announce(self, version: int, source: list) -> None:
+        """A new version was published: every cache learns of it (a reference; it fetches on its first read)."""
+        for cache in self.by_node.values():
+            cache.announce.remote(version, source)
 
     def stats(self, wait_s: float = 0.0) -> list[dict]:
         """The caches' counters as of the previous call (or `wait_s` for this one's answers)."""

@@ -7,12 +7,13 @@ The trainer's loop stays as it is; what a call means on Ray::
     receive(timeout)     -> ray.wait on the in-flight meta refs; a finished unroll is fetched and copied into the
                             learner's own slot, so the batch is gathered locally and a node lost later loses nothing
     publish(version)     -> `menger.params.ray.RayParameterServer`: ray.put once per version, in the learner's store
-    actor reads params   -> through its node's ParameterCache: the first actor on a node to need a version makes the
+    actor reads params   -> at the start of each unroll, the newest version its node's ParameterCache was told of
+                            (each publish tells every cache); the first actor on a node to need a version makes the
                             cache fetch it (one copy crosses the network per node); the others read the cache's copy
     replay (apex, sac)   -> the unroll's observations stay on the actor's node, in that node's `ReplayShard`;
                             only its per-step fields are copied into the learner's slot (`RayChunks`)
-    central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) acts through the
-                            learner's mailbox instead; the driver's service reads `params.latest()`
+    central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) asks the driver's
+                            request server on a socket instead; the driver's service reads `params.latest()`
 
 Liveness: Ray reports a dead actor (its process or its node died) as an error on its in-flight refs; the trainer
 then starts a new incarnation, which Ray places on a live node. An actor with unroll calls in flight that
@@ -271,6 +272,7 @@ class RayTransport:
 
     def publish(self, policy, version: int) -> None:
         self.params.publish(policy, version)
+        self.caches.announce(version, [self.params.ref])  # an unroll already granted starts on this one
 
     def metrics(self, wait_s: float = 0.0) -> dict:
         """`params/copies_per_version`: node copies of the average version a cache fetched (about one per node)."""
