@@ -190,9 +190,11 @@ class RequestServer:
             batch.append((conn, obs, state, now - arrived))
         return batch
 
-    def answer(self, replies: list[tuple]) -> None:
+    def answer(self, replies: list[tuple], version: int = -1) -> None:
+        """`version`: the parameter version the replies' actions were taken with."""
+        stamp = np.array([version], np.int64)
         for conn, action, logp, next_state in replies:
-            reply = {"action": action, "logp": logp}
+            reply = {"action": action, "logp": logp, "version": stamp}
             if next_state is not None:
                 reply["next_state"] = next_state
             self._send(conn, reply)
@@ -289,11 +291,13 @@ class RayCentralActions:
     def __init__(self, address: tuple[str, int], secret: bytes, params, timeout_s: float = REPLY_TIMEOUT_S):
         self.address, self.secret, self.params, self.timeout_s = tuple(address), secret, params, timeout_s
         self._conn: socket.socket | None = None
+        self.answered_with = -1  # the parameter version behind the newest reply
 
     def refresh(self) -> int:
-        """The service reads the newest published parameters before every forward, so the version the learner
-        offered with this unroll is a lower bound of the version behind its actions (sync mode: exactly it)."""
-        return self.params.version()
+        """The service reads the newest published parameters before every forward, so the newer of the version
+        the learner offered with this unroll and the one behind the last reply is a lower bound of the version
+        behind its actions (sync mode: exactly the offered one)."""
+        return max(self.params.version(), self.answered_with)
 
     def _connect(self) -> socket.socket:
         try:
@@ -324,6 +328,8 @@ class RayCentralActions:
             raise RuntimeError("the central inference service has stopped (the learner closed its connection)")
         if "error" in reply:
             raise RuntimeError(bytes(reply["error"]).decode())
+        if "version" in reply:
+            self.answered_with = max(self.answered_with, int(reply["version"][0]))
         next_state = reply.get("next_state")
         return ActOutput(torch.from_numpy(reply["action"]), torch.from_numpy(reply["logp"]),
                          None if next_state is None else torch.from_numpy(next_state))
@@ -401,7 +407,7 @@ class RayInference(InferenceService):
         self.requests_answered += len(taken)
         self._counts["latency_s"] += sum(waited) + answered_in * len(taken)
         self.server.answer([(conn, a.numpy(), lp.numpy(), None if s is None else s.numpy())
-                            for conn, a, lp, s in zip(connections, actions, logps, next_states)])
+                            for conn, a, lp, s in zip(connections, actions, logps, next_states)], self.version)
         return len(taken)
 
     def _refresh(self) -> None:

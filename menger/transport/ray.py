@@ -13,7 +13,8 @@ The trainer's loop stays as it is; what a call means on Ray::
     replay (apex, sac)   -> the unroll's observations stay on the actor's node, in that node's `ReplayShard`;
                             only its per-step fields are copied into the learner's slot (`RayChunks`)
     central inference    -> an actor built with a `RayInferenceClient` (`menger.inference.ray`) asks the driver's
-                            request server on a socket instead; the driver's service reads `params.latest()`
+                            request server on a socket instead; the driver's service reads `params.latest()`,
+                            so nothing tells or asks the caches, and each reply names the version it acted with
 
 Liveness: Ray reports a dead actor (its process or its node died) as an error on its in-flight refs; the trainer
 then starts a new incarnation, which Ray places on a live node. An actor with unroll calls in flight that
@@ -64,11 +65,16 @@ class RemoteActor:
         self.node_id = ray.get_runtime_context().get_node_id()
         self.port = RayPort(spec, caches.get(self.node_id))
         self.actor = make_actor(port=self.port, **actor_kwargs)  # central inference: its RayInferenceClient
+        self.central = actor_kwargs.get("inference") is not None  # it never reads the parameters itself
 
     def unroll(self, version: int, source: list):
         """(tag, per-step fields, observations): three objects, so the learner can leave the observations where
-        they are (the replay's shard on this node) and fetch only the small fields."""
-        self.port.params.offer(version, source)
+        they are (the replay's shard on this node) and fetch only the small fields. An actor of central
+        inference asks no cache: the driver acts with the newest parameters, and each reply says which."""
+        if self.central:
+            self.port.params.offered = max(self.port.params.offered, version)
+        else:
+            self.port.params.offer(version, source)
         meta = self.actor.unroll(0)
         fields = {name: tensor.numpy() for name, tensor in self.port.slot(0).items()}
         obs = {name: fields.pop(name) for name in list(fields) if is_observation(name)}
@@ -133,6 +139,7 @@ class RayTransport:
         self.buffers = UnrollBuffers(spec, num_actors * slots_per_actor, shared=False)
         self.params = RayParameterServer(policy)
         self.caches = ParameterCaches()
+        self.central = False  # set when an actor of central inference starts: no cache needs the parameters
         self.actors: dict[int, ActorState] = {}
         self.in_flight: dict[object, InFlight] = {}
         self.snapshots: dict[object, int] = {}
@@ -141,6 +148,7 @@ class RayTransport:
 
     # ----- actors ---------------------------------------------------------------------------
     def start_actor(self, actor_id: int, actor_kwargs: dict) -> RayActorHandle:
+        self.central = actor_kwargs.get("inference") is not None
         caches = self.caches.refresh()
         if self.chunks is not None:
             self.chunks.forget_nodes_except(set(caches))
@@ -272,7 +280,8 @@ class RayTransport:
 
     def publish(self, policy, version: int) -> None:
         self.params.publish(policy, version)
-        self.caches.announce(version, [self.params.ref])  # an unroll already granted starts on this one
+        if not self.central:  # central inference: the driver acts, and the caches are never read
+            self.caches.announce(version, [self.params.ref])  # an unroll already granted starts on this one
 
     def metrics(self, wait_s: float = 0.0) -> dict:
         """`params/copies_per_version`: node copies of the average version a cache fetched (about one per node)."""

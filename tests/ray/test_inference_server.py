@@ -138,3 +138,30 @@ def test_frames_carry_numeric_arrays_only():
     with left, right:
         left.sendall(frame)
         assert np.array_equal(read_frame(right)["state"], arrays["state"])
+
+
+class _Offered:
+    """The actor's parameter source as central inference leaves it: only the version offered with the unroll."""
+
+    def __init__(self, offered: int):
+        self.offered = offered
+
+    def version(self) -> int:
+        return self.offered
+
+
+def test_a_reply_says_which_version_acted_and_the_unroll_is_tagged_with_the_newer(server):
+    """Central actors ask no cache: each reply carries the version the driver acted with, and the unroll's tag
+    is the newer of it and the version offered with the unroll call."""
+    client = RayCentralActions(server.address, server.secret, params=_Offered(3), timeout_s=30.0)
+    assert client.refresh() == 3  # nothing answered yet: the offered version
+    for answered_with, expected in ((7, 7), (5, 7)):  # never older than a version already seen
+        results: list = []
+        thread = threading.Thread(target=lambda: results.append(client.act(torch.zeros((B, 2)), None)), daemon=True)
+        thread.start()
+        taken = server.take(max_requests=1, timeout_s=5.0, wait_s=30.0)
+        server.answer([(conn, np.zeros(B, np.int64), np.zeros(B, np.float32), None) for conn, _, _, _ in taken],
+                      answered_with)
+        thread.join(30.0)
+        assert not isinstance(results[0], Exception) and client.refresh() == expected
+    client.close()
