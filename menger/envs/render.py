@@ -23,6 +23,7 @@ What the picture is:
 """
 from __future__ import annotations
 
+import abc
 import inspect
 import os
 from typing import Any, Callable, NamedTuple
@@ -42,29 +43,32 @@ class RenderError(RuntimeError):
     """The env gives no rgb_array frames; the message says which env, why, and what to change."""
 
 
-class RenderEnv:
-    """A ``VecEnv`` of one env (``reset``, ``step``, ``close``) with ``frame()`` and ``fps``."""
+class RenderEnv(abc.ABC):
+    """A ``VecEnv`` of one env (``reset``, ``step``, ``close``) with ``frame()`` and ``fps``: by default the
+    calls go to ``self._vec``, the env the policy acts in; each kind says where its picture comes from."""
 
     fps: float = DEFAULT_FPS
+    _vec: Any
 
     def __init__(self, env_id: str):
         self.env_id = env_id
 
     def reset(self, seed: int) -> Any:
-        raise NotImplementedError
+        return self._vec.reset(seed=seed)
 
     def step(self, actions: np.ndarray) -> StepResult:
-        raise NotImplementedError
+        return self._vec.step(actions)
 
     def frame(self) -> np.ndarray:
         """The env's picture of its current state, [H, W, 3] uint8."""
         return _checked_frame(self._raw_frame(), self.env_id)
 
+    @abc.abstractmethod
     def _raw_frame(self):
-        raise NotImplementedError
+        """The picture as the env gives it (checked by ``frame``)."""
 
     def close(self) -> None:
-        raise NotImplementedError
+        self._vec.close()
 
 
 class EpisodeRecord(NamedTuple):
@@ -145,17 +149,8 @@ class _SingleRender(RenderEnv):
         self._vec = LoopVecEnv(build, 1, env_id=env_id, seed=seed, faults=FaultPolicy(), next_step_autoreset=True)
         self.fps = _fps(self._env)
 
-    def reset(self, seed: int):
-        return self._vec.reset(seed=seed)
-
-    def step(self, actions: np.ndarray) -> StepResult:
-        return self._vec.step(actions)
-
     def _raw_frame(self):
         return self._env.render()
-
-    def close(self) -> None:
-        self._vec.close()
 
 
 class _VectorRender(RenderEnv):
@@ -172,12 +167,6 @@ class _VectorRender(RenderEnv):
         self._vec = NativeVecEnv(build, env_id=env_id, seed=seed, faults=FaultPolicy())
         self.fps = _fps(self._env)
 
-    def reset(self, seed: int):
-        return self._vec.reset(seed=seed)
-
-    def step(self, actions: np.ndarray) -> StepResult:
-        return self._vec.step(actions)
-
     def _raw_frame(self):
         frames = self._env.render()
         if isinstance(frames, (list, tuple)):
@@ -185,9 +174,6 @@ class _VectorRender(RenderEnv):
         if isinstance(frames, np.ndarray) and frames.ndim == 4:
             return frames[0]
         return frames
-
-    def close(self) -> None:
-        self._vec.close()
 
 
 class _AtariRender(RenderEnv):
