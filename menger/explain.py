@@ -173,7 +173,8 @@ def explain(exc: BaseException, command: str = "train") -> Explanation:
     root = _root_cause(exc)
     where = _place(_frames_of(root))
     if _is_menger_error(exc):  # Menger's own check: its text says what is wrong and what to do
-        hints = _hint_lines(_hint_for(root)) if root is not exc else ()
+        # a config error names its own fix; the ImportError it may chain from would only add a generic hint
+        hints = _hint_lines(_hint_for(root)) if root is not exc and not _is_config_error(exc) else ()
         in_user_code = where is not None and _is_user_file(where.rsplit(":", 2)[0])
         own = tuple(h for h in _own_hints(exc) if NETWORK_CONTRACT not in " ".join(hints))
         return Explanation(str(exc), where if in_user_code else None, hints + own,

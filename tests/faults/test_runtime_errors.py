@@ -210,3 +210,22 @@ def test_the_ray_launcher_without_ray_says_how_to_install_it(tmp_path, capsys, m
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) < MESSAGE_LINES
     assert "pip install 'menger-rl[ray]'" in err and "--launcher processes" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_config_error_raised_from_an_import_error_keeps_only_its_own_fix():
+    """A missing optional extra (log.wandb.project without wandb) is a config error that names its own fix; the
+    ImportError it chains from adds no generic "a module cannot be imported" hint."""
+    from menger.config import ConfigError
+
+    def raise_it():
+        try:
+            raise ModuleNotFoundError("No module named 'wandb'", name="wandb")
+        except ImportError as exc:
+            raise ConfigError('log.wandb.project is set, but wandb is not installed: pip install "menger-rl[wandb]"') \
+                from exc
+
+    try:
+        raise_it()
+    except ConfigError as exc:
+        explanation = explain(exc, "train")
+    assert explanation.hints == () and "menger-rl[wandb]" in explanation.what
