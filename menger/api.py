@@ -218,7 +218,7 @@ def load_policy(run_dir: str | Path, allow_import=()) -> Policy:
     if checkpoint is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint yet; train longer or wait for the first checkpoint")
     probe = make_vec_env(cfg.env.id, 1, seed=0, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
-                         wrappers=cfg.env.wrappers)
+                         wrappers=cfg.env.wrappers, multiagent=cfg.env.multiagent)
     network = build_policy(probe.single_observation_space, probe.single_action_space, cfg.model, cfg.algo,
                            cfg.env.normalize)
     probe.close()

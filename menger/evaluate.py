@@ -28,7 +28,8 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
                                      wrappers=cfg.env.wrappers, instead="run menger eval without --video")
     try:
         report = _play(policy, make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs),
-                                            preset=cfg.env.preset, wrappers=cfg.env.wrappers),
+                                            preset=cfg.env.preset, wrappers=cfg.env.wrappers,
+                                            multiagent=cfg.env.multiagent),
                        episodes, deterministic, seed, max_steps)
         if render_env is not None:
             video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"

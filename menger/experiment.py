@@ -43,6 +43,26 @@ def wrapper_spec(item) -> tuple[str, dict]:
 
 
 @dataclass(frozen=True)
+class MultiAgentConfig:
+    """A PettingZoo env (AEC or Parallel, `env.id: package.module:factory`): which of its agents the learned policy
+    plays. Every other agent is an opponent, played inside the actor's envs (`menger.envs.multiagent`): by the
+    league's choice (`league`), else by `opponent`."""
+
+    learn: tuple[str, ...] = field((), doc="names or fnmatch patterns of the agents the policy plays (player_0, "
+                                   "'red_*'); empty = the env's first agent. Rows: runtime.envs_per_actor counts "
+                                   "them, so it is games x learned agents per game")
+    swap_seats: bool = field(False, doc="the policy changes sides every game (player_0, then player_1; red, then "
+                             "blue), so it learns every seat: both sides need the same spaces")
+    agent_id: bool = field(False, doc="add a one-hot of the agent's index on its side (observation key agent_id): "
+                           "shared parameters that still tell teammates apart")
+    critic: Literal["local", "state", "team"] = field(
+        "local", doc="what the value function sees beyond the agent's observation: local (nothing), state (the "
+        "env's global state()), team (every teammate's observation): a centralised critic (MAPPO)")
+    opponent: str = field("random", doc="who plays the other agents when no league chooses: random, "
+                          "alphabeta:DEPTH (Connect Four), bot:NAME (the env's scripted bots)")
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     id: str = field("CartPole-v1", doc="a gymnasium id (e.g. CartPole-v1, ALE/Pong-v5) or 'package.module:ClassOrFactory'")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the environment's constructor")
@@ -55,6 +75,8 @@ class EnvConfig:
         "max_episode_steps: 200})")
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig, doc="running observation and reward "
                                        "normalisation (ppo, impala, appo)")
+    multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig, doc="PettingZoo envs: the agents the "
+                                         "policy plays, and what its value function sees")
 
     def __post_init__(self):
         for index, item in enumerate(self.wrappers):

@@ -213,7 +213,8 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
 
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
                         preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads,
-                        next_step_autoreset=config.coordination == "replay", wrappers=config.env.wrappers)
+                        next_step_autoreset=config.coordination == "replay", wrappers=config.env.wrappers,
+                        multiagent=config.env.multiagent)
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
                               config.env.normalize)

@@ -31,6 +31,7 @@ import gymnasium
 
 from menger.envs.atari import make_atari_vector_env, rom_name
 from menger.envs.faults import FaultPolicy, UnknownEnvError
+from menger.envs.multiagent import is_multiagent_env, multiagent_vec_env
 from menger.envs.vector import LoopVecEnv, NativeVecEnv, VecEnv
 
 PRESETS = ("atari",)
@@ -44,7 +45,7 @@ ENV_PROVIDER_GROUP = "menger.env_providers"
 
 def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
                  nonfinite: str = "drop", num_threads: int = 1, max_reset_retries: int = 5,
-                 next_step_autoreset: bool = False, wrappers=()) -> VecEnv:
+                 next_step_autoreset: bool = False, wrappers=(), multiagent=None) -> VecEnv:
     """B copies of ``env_id`` behind Menger's ``VecEnv`` interface.
 
     Args:
@@ -62,6 +63,9 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
         wrappers: gymnasium wrappers applied to each env, in order (``env.wrappers``): "package.module:Wrapper"
             or {"class": "package.module:Wrapper", **kwargs}. A gymnasium id with its own vector implementation
             is then stepped as single wrapped envs in a loop.
+        multiagent: for a PettingZoo env (``env.multiagent``, `menger.experiment.MultiAgentConfig`): the agents the
+            policy plays; ``num_envs`` then counts their rows, games x learned agents per game
+            (`menger.envs.multiagent`). None: the defaults (the first agent).
     """
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
@@ -75,6 +79,16 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
                                   "preprocessing; unset env.preset or env.wrappers")
         return NativeVecEnv(_preset_factory(preset, env_id, num_envs, num_threads, kwargs), **common)
     is_vector, factory = resolve_env(env_id)
+    if not is_vector and ":" in env_id:  # a user factory may make a PettingZoo game: one is built to tell
+        first = factory(**kwargs)
+        if is_multiagent_env(first):
+            if wrap:
+                first.close()
+                raise UnknownEnvError(f"env.wrappers wrap gymnasium envs, and {env_id!r} is a PettingZoo env; apply "
+                                      "PettingZoo's wrappers in its factory instead")
+            return multiagent_vec_env(functools.partial(factory, **kwargs), num_envs, seed=seed, env_id=env_id,
+                                      config=multiagent, first=first)
+        factory = _first_then(first, factory)
     if wrap:
         if is_vector:
             is_vector, factory = _single_env_factory(env_id)
@@ -82,6 +96,16 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
     if is_vector:
         return NativeVecEnv(functools.partial(factory, num_envs=num_envs, **kwargs), **common)
     return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, next_step_autoreset=next_step_autoreset, **common)
+
+
+def _first_then(first: Any, factory: Callable[..., Any]) -> Callable[..., Any]:
+    """`factory`, whose first call returns the env already built to find out what kind it is."""
+    built = [first]
+
+    def make(**kwargs: Any) -> Any:
+        return built.pop() if built else factory(**kwargs)
+
+    return make
 
 
 def resolve_env(env_id: str, *, prefer_single: bool = False) -> tuple[bool, Callable[..., Any]]:

@@ -41,7 +41,8 @@ class Evaluator:
         self.cfg = config.eval
         self.interval_s = config.eval_interval_s
         self.envs = make_vec_env(config.env.id, self.cfg.episodes, seed=self.cfg.seed, kwargs=dict(config.env.kwargs),
-                                 preset=config.env.preset, wrappers=config.env.wrappers)
+                                 preset=config.env.preset, wrappers=config.env.wrappers,
+                                 multiagent=config.env.multiagent)
         with torch.random.fork_rng(devices=[]):  # building it must not move the run's random stream
             self.network = build_policy(obs_space, action_space, config.model, config.algo,
                                          config.env.normalize).eval()

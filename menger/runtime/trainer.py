@@ -137,7 +137,8 @@ class Trainer:
         that cannot render end here with one clear error."""
         if self._spaces is None:
             cfg = self.cfg
-            spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s)
+            spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s,
+                                  cfg.runtime.envs_per_actor)
             try:
                 with torch.random.fork_rng(devices=[]):
                     build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
@@ -404,7 +405,7 @@ def _config_changes(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
     return out
 
 
-def probe_spaces(env, seed: int, timeout_s: float):
+def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1):
     """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
     constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
     instead of freezing it (a thread cannot be killed; it is left behind as a daemon)."""
@@ -413,8 +414,9 @@ def probe_spaces(env, seed: int, timeout_s: float):
     def build():
         try:
             probe = make_vec_env(env.id, 1, seed=seed, kwargs=dict(env.kwargs), preset=env.preset,
-                                 wrappers=env.wrappers)
+                                 wrappers=env.wrappers, multiagent=env.multiagent)
             outcome["spaces"] = (probe.single_observation_space, probe.single_action_space)
+            outcome["rows_per_game"] = getattr(probe, "k", 1)
             probe.close()
         except (UnknownEnvError, EnvError) as exc:  # already say what is wrong and what to do
             outcome["error"] = exc
@@ -432,6 +434,11 @@ def probe_spaces(env, seed: int, timeout_s: float):
         raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
                               f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
                               "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
+    per_game = outcome["rows_per_game"]
+    if per_game > 1 and rows % per_game:
+        raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {env.id} has "
+                          f"{per_game} of them per game (env.multiagent.learn): give a multiple of {per_game}, e.g. "
+                          f"{max(1, rows // per_game) * per_game}")
     return outcome["spaces"]
 
 
