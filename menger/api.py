@@ -49,7 +49,11 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
 
     What is refused before anything starts (the config, the env, the network) leaves no run directory. A run
     that fails after it started leaves its `config.yaml` and `error.txt` (what failed and every traceback,
-    `menger.explain`); the exception is re-raised with `error_file` set to that file's path."""
+    `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
+    learners (`league.mode: league`) trains one learner per player (`menger.league_runner`)."""
+    if config.league.mode == "league":
+        return _run_league(config, run_dir, resume=resume, progress=progress, observers=observers,
+                           log_lines=log_lines)
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
                       observers=observers)  # refuses coordination that can never fill a batch, before any file
     trainer.preflight()  # the env and the network build, before any file
@@ -78,6 +82,27 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
                 display.close()
 
 
+def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progress: bool, observers,
+                log_lines: bool) -> TrainResult:
+    from menger.league_runner import run_league
+
+    def progress_for(cfg):
+        if log_lines:
+            return MetricsWriter(LogLines(cfg.name, target_return=cfg.stop.target_return))
+        if progress and cfg.log.progress:
+            return MetricsWriter(TerminalProgress(cfg.name, target_return=cfg.stop.target_return,
+                                                  total_frames=cfg.stop.env_frames, enabled=True))
+        return None
+
+    try:
+        return run_league(config, run_dir, resume=resume, make_loggers=_loggers, lock=RunDirectoryLock,
+                          observers=observers, progress_for=progress_for)
+    except Exception as exc:
+        if run_dir.exists():
+            exc.error_file = write_error_file(run_dir, exc, "resume" if resume else "train")
+        raise
+
+
 def train(config: str | dict | ExperimentConfig, overrides: list[str] = (), run_dir: str | None = None,
           progress: bool = False, observers=()) -> TrainResult:
     """Train a preset name, a YAML path, a dict or a config; returns the run directory and final metrics."""
@@ -90,9 +115,9 @@ class UntrustedRunError(RuntimeError):
     """A run directory names code outside Menger that opening it would import, and the user did not allow it."""
 
 
-# Imported from a run directory without consent: Menger's own modules, and gymnasium's wrappers (what their
-# arguments can be in a YAML file, numbers and strings, cannot make them run code).
-TRUSTED_MODULES = ("menger", "gymnasium.wrappers")
+# Imported from a run directory without consent: Menger's own modules, gymnasium's wrappers and PettingZoo's envs
+# (what their arguments can be in a YAML file, numbers and strings, cannot make them run code).
+TRUSTED_MODULES = ("menger", "gymnasium.wrappers", "pettingzoo")
 
 
 def _imported_modules(config: ExperimentConfig) -> dict[str, str]:
@@ -152,7 +177,10 @@ def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = Fals
     if overrides:
         overrides = [migrate_legacy_override(o) for o in overrides]
         cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
-    if not CheckpointManager(Path(run_dir) / "checkpoints").list():  # refused before the run directory changes
+    from menger.league_runner import has_checkpoint
+
+    if not CheckpointManager(Path(run_dir) / "checkpoints").list() and not has_checkpoint(run_dir):
+        # refused before the run directory changes
         error_file = Path(run_dir) / ERROR_FILE
         why = f"; it failed before its first one, and {error_file} says why" if error_file.exists() else ""
         raise RuntimeError(f"nothing to resume in {run_dir}: it has no checkpoint{why}; start it again with "
@@ -225,3 +253,61 @@ def load_policy(run_dir: str | Path, allow_import=()) -> Policy:
     state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
     network.load_state_dict(state["learner"]["model"])
     return Policy(network, cfg)
+
+
+class RunPlayer:
+    """A trained multi-agent policy as a player (`menger match`, a user's own games): `act(observation,
+    action_mask, agent=None) -> action`, with one agent's observation in PettingZoo's format. `agent` (its name)
+    matters only to a policy that tells teammates apart (`env.multiagent.agent_id`)."""
+
+    def __init__(self, policy: Policy, sides: tuple, deterministic: bool = True):
+        self.policy, self.sides, self.deterministic = policy, sides, deterministic
+        self.space = policy.network.obs_space
+
+    def act(self, observation, action_mask=None, agent: str | None = None):
+        from menger.envs.multiagent import AGENT_KEY, CRITIC_KEY, MASK_KEY, OBS_KEY
+
+        if isinstance(observation, dict) and OBS_KEY in observation:
+            action_mask = observation.get(MASK_KEY, action_mask)
+            observation = observation[OBS_KEY]
+        row = {OBS_KEY: np.asarray(observation)[None]}
+        for key, sub in self.space.spaces.items():
+            if key == MASK_KEY:
+                mask = np.ones(sub.shape, np.int8) if action_mask is None else np.asarray(action_mask)
+                row[key] = mask[None]
+            elif key == AGENT_KEY:
+                index = next((side.index(agent) for side in self.sides if agent in side), 0)
+                row[key] = np.eye(sub.shape[0], dtype=np.float32)[index][None]
+            elif key == CRITIC_KEY:  # the value function's input: acting does not read it
+                row[key] = np.zeros((1, *sub.shape), np.float32)
+        return self.policy.act(row, self.deterministic)[0]
+
+    def reset(self) -> None:
+        self.policy.reset_state()
+
+
+def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), seed: int = 0,
+               deterministic: bool = True) -> RunPlayer:
+    """The newest policy of a multi-agent run as a `RunPlayer`. A league run has one per learner: `policy` names
+    it (default: its first main agent)."""
+    from menger.envs import make_vec_env
+    from menger.league_runner import player_dirs
+
+    run_dir = Path(run_dir)
+    players = player_dirs(run_dir)
+    if players:
+        name = policy or next((n for n in players if n.startswith("main")), next(iter(players)))
+        if name not in players:
+            raise ValueError(f"{run_dir} has no policy {name!r}; its learners: {', '.join(players)}")
+        run_dir = players[name]
+    elif policy not in (None, "main_0"):
+        raise ValueError(f"--policy {policy}: {run_dir} is not a league run; it has one policy (leave --policy out)")
+    loaded = load_policy(run_dir, allow_import)
+    cfg = loaded.config
+    probe = make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs), multiagent=cfg.env.multiagent)
+    sides = getattr(probe, "sides", ())
+    probe.close()
+    if not sides:
+        raise ValueError(f"{run_dir} trained on {cfg.env.id!r}, which is not a multi-agent env: evaluate it with "
+                         "menger eval instead")
+    return RunPlayer(loaded, sides, deterministic)

@@ -25,7 +25,8 @@ class UnrollMeta:
     value dropped): their returns are not true ones and are left out. `env_stats` are the env's fault
     counters, cumulative over this incarnation. `obs_moments` and `return_moments` (`env.normalize`): the
     moments (`menger.models.normalize.Moments`) of the unroll's observations and of its envs' discounted returns,
-    which the trainer merges into the running statistics; None when not normalising.
+    which the trainer merges into the running statistics; None when not normalising. `match_results`: the games
+    of a multi-agent env that ended in the unroll, each (opponent, score of the learned side), for the league.
     """
 
     actor_id: int
@@ -40,6 +41,7 @@ class UnrollMeta:
     invalid_frames: int = 0  # rows that were no transition: autoreset steps, and what env faults cost
     obs_moments: Any = None
     return_moments: Any = None
+    match_results: tuple[tuple[str, float], ...] = ()  # multi-agent: (opponent, score 1 / 0.5 / 0) per game ended
 
 
 # ----- parameters -----------------------------------------------------------------------------------------------

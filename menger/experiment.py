@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional, Union
 
+from menger.league.config import LeagueConfig
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict
 
 log = logging.getLogger("menger.config")
@@ -421,6 +422,8 @@ class ExperimentConfig:
     sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
     replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, r2d2, sac)")
     eval: EvalConfig = field(default_factory=EvalConfig, doc="deterministic evaluation during training")
+    league: LeagueConfig = field(default_factory=lambda: LeagueConfig(mode="off"), doc="multi-agent envs: "
+                                 "self-play against snapshots, or an AlphaStar league of several learners")
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig, doc="actors, coordination, devices, liveness")
     stop: StopConfig = field(default_factory=lambda: StopConfig(env_frames=1_000_000), doc="when to stop")
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig, doc="checkpoints")

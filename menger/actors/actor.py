@@ -147,10 +147,11 @@ class Actor:
         if self.moments is not None:
             next_obs = obs_views[1:].numpy() if self.moments.obs else None
             obs_moments, return_moments = self.moments.of_unroll(next_obs, rewards, dones, valid)
+        results = tuple(self.envs.pop_results()) if hasattr(self.envs, "pop_results") else ()
         return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
                           self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
                           env_stats, faulty_episodes=faulty, invalid_frames=int(valid.size - valid.sum()),
-                          obs_moments=obs_moments, return_moments=return_moments)
+                          obs_moments=obs_moments, return_moments=return_moments, match_results=results)
 
     # ----- exact resume ------------------------------------------------------------------
     def snapshot(self) -> dict:
@@ -203,11 +204,12 @@ def _as_input(x: torch.Tensor) -> torch.Tensor:
 
 
 def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: int,
-               restore: dict | None = None, inference=None) -> Actor:
+               restore: dict | None = None, inference=None, league: tuple[str, str] | None = None) -> Actor:
     """Build an actor's envs and policy from the experiment (the caller closes `actor.envs`).
 
     `inference`: a central service's client (`actions_for(actor_id, params) -> ActionSource`, from the service's
-    `actor_kwargs`); None acts locally on the port's parameters.
+    `actor_kwargs`); None acts locally on the port's parameters. `league`: (table path, snapshot directory) of
+    a multi-agent run's league on this host, whose table chooses the opponents; None: `env.multiagent.opponent`.
     """
     from menger.envs import make_vec_env
 
@@ -219,6 +221,8 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
                               config.env.normalize)
         policy.eval()
+        if hasattr(envs, "set_opponents"):
+            envs.set_opponents(_opponents(config, envs, league, seed))
         if config.algo in ("apex", "r2d2"):  # Ape-X: every actor explores with its own epsilon
             ap, rt = getattr(config, config.algo), config.runtime
             if ap.epsilon_per == "env":  # env b of actor i is copy i * B + b of N = actors x B
@@ -239,12 +243,26 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         raise
 
 
+def _opponents(config, envs, league: tuple[str, str] | None, seed: int):
+    """Who plays the agents the policy does not: the league's table, or one fixed opponent."""
+    from menger.league.opponents import FixedOpponents, TableOpponents
+    from menger.league.snapshots import SnapshotStore
+
+    if league is None:
+        return FixedOpponents(config.env.multiagent.opponent, config.env.id, seed)
+    template = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
+                            config.env.normalize)  # the frozen players' network: parameters come from snapshots
+    template.eval()
+    table, snapshots = league
+    return TableOpponents(table, SnapshotStore(snapshots), template, config.env.id, seed + 1)
+
+
 def run_actor(actor_id: int, incarnation: int, config, port: GrantedPort, seed: int, restore: dict | None = None,
-              single_thread: bool = True, inference=None) -> None:
+              single_thread: bool = True, inference=None, league: tuple[str, str] | None = None) -> None:
     """Entry point of an actor thread or process: build the envs and the policy, then run the loop."""
     if single_thread:
         torch.set_num_threads(1)
-    actor = make_actor(actor_id, incarnation, config, port, seed, restore, inference)
+    actor = make_actor(actor_id, incarnation, config, port, seed, restore, inference, league)
     try:
         actor.run()
     finally:

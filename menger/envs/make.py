@@ -262,12 +262,20 @@ def _classify_user_env(target: Any, env_id: str) -> tuple[bool, Callable[..., An
         return True, target
     if isinstance(target, type) and issubclass(target, gymnasium.Env):
         return False, target
+    if isinstance(target, type) and _is_pettingzoo_class(target):
+        return False, target
     if callable(target) and not isinstance(target, type):
         return "num_envs" in _parameter_names(target), target
     raise UnknownEnvError(
         f"{env_id!r} is a {type(target).__name__}, not a gymnasium.Env or VectorEnv class, nor a factory. "
         "A factory returning a VectorEnv must take a num_envs argument; one returning a single env must not."
     )
+
+
+def _is_pettingzoo_class(target: type) -> bool:
+    from pettingzoo import AECEnv, ParallelEnv
+
+    return issubclass(target, (AECEnv, ParallelEnv))
 
 
 def _parameter_names(function: Callable) -> set[str]:

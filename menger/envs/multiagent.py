@@ -102,7 +102,7 @@ class MultiAgentVecEnv:
         self._make_game, self.env_id, self._seed = make_game, env_id, seed
         self.games = [first if (i == 0 and first is not None) else make_game() for i in range(num_games)]
         self.turn_based = isinstance(self.games[0], AECEnv)
-        agents = list(self.games[0].possible_agents)
+        agents = self.possible_agents = list(self.games[0].possible_agents)
         self.sides = _sides(agents, tuple(learn), swap_seats, env_id)
         self.k = len(self.sides[0])
         if self.turn_based and self.k != 1:
@@ -133,6 +133,7 @@ class MultiAgentVecEnv:
             if not hasattr(game, "state"):
                 raise ValueError(f"multiagent.critic=state, but {env_id} has no state() (PettingZoo's global "
                                  "state); use critic=team (every teammate's observation) or local")
+            game.reset(seed=seed)  # a global state exists once a game has started
             state = np.asarray(self._global_state(game), np.float32)
             spaces[CRITIC_KEY] = gymnasium.spaces.Box(-np.inf, np.inf, state.shape, np.float32)
         elif critic == "team":
@@ -277,11 +278,12 @@ class MultiAgentVecEnv:
         while pending:
             requests: dict[str, list] = {}
             for g in pending:
-                game, learner = self.games[g], self._learned(g)[0]
+                game = self.games[g]
                 while True:
                     if not game.agents:
-                        self._end_game(g, self._outcomes.pop(g, None))
+                        self._end_game(g, self._outcomes.pop(g, None))  # the next game: its sides may swap
                         continue
+                    learner = self._learned(g)[0]
                     agent = game.agent_selection
                     obs, r, term, trunc, info = game.last()
                     if term or trunc:
@@ -319,9 +321,8 @@ class MultiAgentVecEnv:
             for n, (g, agent) in enumerate(seats):
                 obs, info = observed[(g, agent)]
                 raws.append(obs)
-                side = 1 - self._side[g]
-                index = self.sides[side].index(agent) if agent in self.sides[side] else 0
-                _write_row(encoded, n, self._encode(obs, info, index))
+                others = [a for a in self.possible_agents if a not in self._learned(g)]
+                _write_row(encoded, n, self._encode(obs, info, min(others.index(agent), self.k - 1)))
             if CRITIC_KEY in encoded:
                 encoded[CRITIC_KEY][:] = 0.0  # an opponent acts; its value is never used
             actions = np.asarray(self.opponents.act(name, raws, encoded))

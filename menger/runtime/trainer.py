@@ -36,6 +36,7 @@ from menger.models import build_policy
 from menger.models.normalize import RunningNormalization
 from menger.runtime.accounting import FrameAccounts
 from menger.runtime.evaluation import Evaluator, VideoRecorder
+from menger.runtime.league import LeagueHub, LeagueKeeper
 from menger.runtime.metrics import MetricsRecorder
 from menger.runtime.stopping import StopRules, TrainingFailed
 from menger.runtime.supervisor import ActorSupervisor, NoActorsError
@@ -55,9 +56,10 @@ class TrainResult:
 
 class Trainer:
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, *, launcher: Launcher, observers=(),
-                 resume: bool = False):
+                 resume: bool = False, league: tuple | None = None):
         """Checks the coordination arithmetic (a config that can never fill a batch is refused here, before
-        anything starts); `run()` does the rest."""
+        anything starts); `run()` does the rest. `league`: (LeagueHub, player) when this learner is one of a
+        league's several (`menger.runtime.league`); a self-play run (`league.mode: selfplay`) makes its own."""
         self.cfg, self.run_dir, self.launcher, self.resume = config, Path(run_dir), launcher, resume
         self.observers = list(observers)
         rt = config.runtime
@@ -81,6 +83,8 @@ class Trainer:
         self._saved_step: int | None = None
         self._spaces: tuple | None = None
         self.normalization: RunningNormalization | None = None  # env.normalize: built with the spaces
+        self._league_given = league
+        self.league: LeagueKeeper | None = None  # multi-agent runs with a league: this learner's side of it
 
     actors = property(lambda self: self.supervisor.actors)  # per actor: incarnation, handle, restarts, errors
 
@@ -137,8 +141,10 @@ class Trainer:
         that cannot render end here with one clear error."""
         if self._spaces is None:
             cfg = self.cfg
+            facts: dict = {}
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s,
-                                  cfg.runtime.envs_per_actor)
+                                  cfg.runtime.envs_per_actor, facts)
+            self._multiagent = facts["multiagent"]
             try:
                 with torch.random.fork_rng(devices=[]):
                     build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
@@ -185,8 +191,11 @@ class Trainer:
         self.coordinator.attach(self.transport)
         if cfg.eval_interval_s > 0:
             self.evaluator = Evaluator(cfg, obs_space, action_space)
+        self.league = self._make_league()
         if self.resume:
             self._restore(saved_config)
+        if self.league is not None:
+            self.league.start(self.learner.policy)
         self.learner_group.attach(self.learner)  # ranks 1..N-1 take rank 0's parameters
         self._publish()
         self.inference: InferenceBackend = self.launcher.start_inference(self.learner.policy, self.transport,
@@ -194,6 +203,21 @@ class Trainer:
         self.metrics = MetricsRecorder(cfg.stop.window, self.wall_offset)
         self._updates_at_start = self.learner.updates
         self.start = self._last_log = self._last_ckpt = time.monotonic()
+
+    def _make_league(self) -> LeagueKeeper | None:
+        if self._league_given is not None:
+            hub, player = self._league_given
+            return LeagueKeeper(hub, player, self.cfg.league.publish_s)
+        if self.cfg.league.mode == "off":
+            return None
+        if not getattr(self, "_multiagent", False):
+            raise ConfigError(f"league.mode={self.cfg.league.mode} needs a multi-agent env (a PettingZoo env given as "
+                              f"env.id: package.module:factory); {self.cfg.env.id!r} is a single-agent env")
+        if self.cfg.league.mode != "selfplay":
+            raise ConfigError("league.mode=league runs several learners: train it with `menger train` or "
+                              "menger.api.train, which start one learner per league player")
+        hub = LeagueHub(self.cfg.league, self.run_dir / "league", seed=self.cfg.runtime.seed)
+        return LeagueKeeper(hub, hub.league.learners()[0], self.cfg.league.publish_s)
 
     # ----- messages and batches ---------------------------------------------------------------------------
     def _send_grants(self) -> None:
@@ -210,6 +234,8 @@ class Trainer:
             meta = message[2]
             verdict = self.coordinator.accept(message[1], meta)
             self.accounts.record(meta, verdict)
+            if self.league is not None:  # the games are over whatever becomes of the unroll
+                self.league.record(meta.match_results)
             if verdict.delivered:
                 self.supervisor.delivered(actor_id)
             self._notify("on_unroll", meta, verdict)
@@ -232,6 +258,8 @@ class Trainer:
         stats = self.learner_group.update(self.learner, batch.data, self.accounts.accepted + batch.frames)
         self.coordinator.learned(batch, stats)                      # replay: new priorities go back
         self.accounts.accepted += batch.frames
+        if self.league is not None:
+            self.league.after_update(self.learner, self.accounts.accepted)  # a snapshot, an exploiter's reset
         self.version += 1
         if self.version % self._publish_every == 0:
             self._publish()
@@ -282,6 +310,9 @@ class Trainer:
             state["evaluator"] = self.evaluator.state()
         if self.normalization is not None:
             state["normalization"] = self.normalization.state()
+        if self.league is not None:
+            state["league"] = self.league.hub.state()
+            self.league.hub.save_state()  # for `menger league RUN`
         path = self.checkpoints.save(self.learner.updates, *flatten_state(state))
         self._saved_step, self._last_ckpt = self.learner.updates, time.monotonic()
         self.checkpoint_stats = {"checkpoint/count": self.checkpoint_stats.get("checkpoint/count", 0) + 1,
@@ -320,6 +351,8 @@ class Trainer:
             self.coordinator.load_state(state["replay"])
         if self.normalization is not None and "normalization" in state:
             self.normalization.load_state(state["normalization"])
+        if self.league is not None and "league" in state and self._league_given is None:
+            self.league.hub.load_state(state["league"])  # a league of several learners is restored by its runner
         if self.evaluator is not None and "evaluator" in state:
             self.evaluator.load_state(state["evaluator"])
             self.eval_stats = self.evaluator.last
@@ -353,7 +386,8 @@ class Trainer:
         components = {**self.supervisor.metrics(), **self.transport.metrics(), **self.inference.metrics(),
                       **self.coordinator.metrics(), **self.eval_stats, **self.checkpoint_stats,
                       **(self.video.metrics() if self.video is not None else {}),
-                      **(self.normalization.metrics() if self.normalization is not None else {})}
+                      **(self.normalization.metrics() if self.normalization is not None else {}),
+                      **(self.league.metrics() if self.league is not None else {})}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
                                       components=components)
@@ -405,7 +439,7 @@ def _config_changes(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
     return out
 
 
-def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1):
+def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1, facts: dict | None = None):
     """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
     constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
     instead of freezing it (a thread cannot be killed; it is left behind as a daemon)."""
@@ -417,6 +451,7 @@ def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1):
                                  wrappers=env.wrappers, multiagent=env.multiagent)
             outcome["spaces"] = (probe.single_observation_space, probe.single_action_space)
             outcome["rows_per_game"] = getattr(probe, "k", 1)
+            outcome["multiagent"] = hasattr(probe, "set_opponents")
             probe.close()
         except (UnknownEnvError, EnvError) as exc:  # already say what is wrong and what to do
             outcome["error"] = exc
@@ -434,6 +469,8 @@ def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1):
         raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
                               f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
                               "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
+    if facts is not None:  # what else the probe saw: whether the env is a multi-agent one
+        facts["multiagent"] = outcome["multiagent"]
     per_game = outcome["rows_per_game"]
     if per_game > 1 and rows % per_game:
         raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {env.id} has "
@@ -474,6 +511,8 @@ class _Fleet:
         seed = t.cfg.runtime.seed * 100_003 + actor_id * 1009 + incarnation * 7919
         kwargs = dict(actor_id=actor_id, incarnation=incarnation, config=t.cfg, seed=seed,
                       restore=t._restores.pop(actor_id, None), **t.inference.actor_kwargs())
+        if t.league is not None:
+            kwargs["league"] = t.league.link()
         handle = t.transport.start_actor(actor_id, kwargs)
         t.coordinator.actor_started(actor_id, incarnation)
         return handle
