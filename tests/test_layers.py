@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (1, "components", ("menger.envs", "menger.models", "menger.losses", "menger.logging", "menger.checkpoint",
                        "menger.experiment", "menger.plot")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
-                    "menger.replay", "menger.league")),  # replay, league: planned
+                    "menger.replay", "menger.league")),
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
     (4, "launch", ("menger.launch",)),
     # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool; explain
