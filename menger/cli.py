@@ -1,4 +1,4 @@
-"""`menger`: train | resume | eval | plot | presets | config, and the applications' place | cost | schedule."""
+"""`menger`: train | resume | eval | plot | league | presets | config, and the applications' place | cost | schedule."""
 from __future__ import annotations
 
 import argparse
@@ -85,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="write plot.png of a run: return, throughput, policy lag")
     pl.add_argument("run_dir")
     pl.add_argument("--out")
+
+    lg = sub.add_parser("league", help="a run's league: players by Elo, and payoff.png (win rates)")
+    lg.add_argument("run_dir")
+    lg.add_argument("--png", help="where to write the payoff heat map (default RUN_DIR/league/payoff.png)")
 
     sub.add_parser("presets", help="list the experiments that ship with Menger")
     cfg = sub.add_parser("config", help="show every config key with its type, default and meaning")
@@ -217,6 +221,17 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_league(args) -> int:
+    from menger.league import STATE_FILE, read_state
+    from menger.league.report import format_players, write_payoff_png
+
+    state = read_state(Path(args.run_dir) / STATE_FILE)
+    print(format_players(state))
+    png = write_payoff_png(state, args.png or Path(args.run_dir) / STATE_FILE.parent / "payoff.png")
+    print(f"payoff: {png}")
+    return 0
+
+
 def cmd_presets(args) -> int:
     from menger.experiment import list_presets
 
@@ -239,7 +254,7 @@ def cmd_config(args) -> int:
 
 
 COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "export": cmd_export, "plot": cmd_plot,
-            "presets": cmd_presets,
+            "league": cmd_league, "presets": cmd_presets,
             "config": cmd_config}
 
 

@@ -42,12 +42,13 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     (1, "components", ("menger.envs", "menger.models", "menger.losses", "menger.logging", "menger.checkpoint",
                        "menger.experiment", "menger.plot")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
-                    "menger.replay", "menger.league")),  # replay, league: planned
+                    "menger.replay", "menger.league")),
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
     (4, "launch", ("menger.launch",)),
     # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool; explain
     # (what a failure means, RUN_DIR/error.txt) is what api writes when a run fails and what the cli prints.
-    (5, "api", ("menger.api", "menger.tune", "menger.evaluate", "menger.export", "menger.explain")),  # tune: planned
+    (5, "api", ("menger.api", "menger.tune", "menger.evaluate", "menger.export", "menger.explain",
+                "menger.league_runner")),  # tune: planned
     (6, "apps", ("menger.apps",)),
     # supervise (`menger train --supervise`) runs the command line itself as a child process.
     (7, "cli", ("menger.cli", "menger.supervise")),

@@ -59,7 +59,9 @@ class Opponent(NamedTuple):
 
 
 class League:
-    """Learners of three roles, their frozen snapshots and fixed opponents; see the module's docstring."""
+    """Learners of three roles, their frozen snapshots and fixed opponents; see the module's docstring.
+
+    One owner calls it (the trainer's thread); it takes no locks. Actors get tables, never the league."""
 
     def __init__(self, config: Optional[LeagueConfig] = None, seed: int = 0):
         self.config = LeagueConfig() if config is None else config

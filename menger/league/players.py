@@ -19,7 +19,8 @@ pseudocode (``get_match``), with its random choices turned into the probabilitie
 
 A learner may be snapshotted once it trained ``min_snapshot_steps`` since its last one and beats every relevant
 opponent (main agents and league exploiters: all historical players; main exploiters: the main agents; selfplay:
-its newest snapshot with ``latest``, else every historical player) more than ``snapshot_win_rate`` of the time, or once ``snapshot_steps`` have passed.
+its newest snapshot with ``latest``, else every historical player) more than ``snapshot_win_rate`` of the time,
+or once ``snapshot_steps`` have passed.
 """
 from __future__ import annotations
 
