@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from menger.envs.connect_four import (AlphaBeta, RandomBot, bitboards, heuristic, is_win, legal_columns,
-                                      make_bot)
+from menger.envs.connect_four import (INFINITY, WIN_SCORE, AlphaBeta, RandomBot, bitboards, heuristic, is_win,
+                                      legal_columns, make_bot)
 from menger.match import env_factory, play_match
 
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
@@ -34,7 +34,8 @@ def slow_heuristic(obs) -> int:
                 if not all(0 <= r < 6 and 0 <= c < 7 for r, c in cells):
                     continue
                 mine, theirs = sum(own[r, c] for r, c in cells), sum(opp[r, c] for r, c in cells)
-                score += 5 * (mine == 3 and theirs == 0) + 2 * (mine == 2 and theirs == 0) - 4 * (theirs == 3 and mine == 0)
+                score += 5 * (mine == 3 and theirs == 0) + 2 * (mine == 2 and theirs == 0)
+                score -= 4 * (theirs == 3 and mine == 0)
     return score
 
 
@@ -96,10 +97,13 @@ def test_bots_follow_the_mask_and_accept_the_whole_observation_dict():
 
 
 def test_ties_are_broken_by_the_seed_so_games_vary():
-    moves = {AlphaBeta(2, seed).act(board(), np.ones(7, np.int8)) for seed in range(20)}
-    assert AlphaBeta(2, 3).act(board(), np.ones(7, np.int8)) == AlphaBeta(2, 3).act(board(), np.ones(7, np.int8))
-    best = AlphaBeta(2, 0).best_moves(board(), np.ones(7, np.int8))
-    assert moves <= set(best) and (len(best) == 1 or len(moves) > 1)
+    # a full centre column: the board is its own mirror image, so column c and 6 - c always score alike
+    obs, mask = board(*[(row, 3, row % 2) for row in range(6)]), np.array([1, 1, 1, 0, 1, 1, 1], np.int8)
+    best = AlphaBeta(4, 0).best_moves(obs, mask)
+    assert len(best) >= 2 and set(best) == {6 - column for column in best}
+    chosen = [AlphaBeta(4, seed).act(obs, mask) for seed in range(20)]
+    assert set(chosen) == set(best)  # every equally good move is played by some seed
+    assert chosen == [AlphaBeta(4, seed).act(obs, mask) for seed in range(20)]  # and the same one by the same seed
 
 
 def test_make_bot_reads_names_and_refuses_bad_ones():
@@ -122,3 +126,14 @@ def test_depth_4_beats_depth_1_in_a_majority():
     result = play_match(env_factory(CONNECT_FOUR), AlphaBeta(4, 0), AlphaBeta(1, 1), games=40, seed=0)
     assert result.wins > result.games / 2, result
     assert all(seat.games == 20 for seat in result.by_seat.values())
+
+
+def test_a_forced_win_is_scored_by_how_soon_it_comes():
+    # own pieces at the bottom of columns 2 and 3: column 1 or 4 makes an open three the opponent cannot stop
+    obs = board((5, 2, 0), (5, 3, 0), (5, 6, 1), (4, 6, 1))
+    own, opponent = bitboards(obs)
+    bot = AlphaBeta(4, 0)
+    assert set(bot.best_moves(obs, full_mask(obs))) == {1, 4}
+    open_three = own | (1 << (1 * 7))  # column 1's bottom cell
+    assert -bot._negamax(opponent, open_three, 3, -INFINITY, INFINITY, 1) == WIN_SCORE - 2  # won on our next move
+    assert -bot._negamax(opponent, open_three, 1, -INFINITY, INFINITY, 3) == WIN_SCORE - 4  # found deeper: less

@@ -74,24 +74,24 @@ def heuristic(own: int, opponent: int) -> int:
     bit by bit (a 3-bit count per window start), so no window is visited in a loop."""
     score = CENTRE_WEIGHT * (own & CENTRE_MASK).bit_count()
     for shift, starts in DIRECTIONS:
-        own_low, own_two, own_three, own_any = _window_counts(own, shift)
-        opp_low, opp_two, opp_three, opp_any = _window_counts(opponent, shift)
+        own_two, own_three, own_any = _window_counts(own, shift)
+        _, opp_three, opp_any = _window_counts(opponent, shift)
         own_only, opp_only = starts & ~opp_any, starts & ~own_any
         score += THREE_WEIGHT * (own_three & own_only).bit_count() + TWO_WEIGHT * (own_two & own_only).bit_count()
         score -= OPPONENT_THREE_WEIGHT * (opp_three & opp_only).bit_count()
     return score
 
 
-def _window_counts(pieces: int, shift: int) -> tuple[int, int, int, int]:
-    """Bitmasks of the window starts that hold exactly 1, 2, 3 and at least 1 of `pieces` (a 4 is a win, never
-    scored: the search stops at wins before it evaluates)."""
+def _window_counts(pieces: int, shift: int) -> tuple[int, int, int]:
+    """Bitmasks of the window starts that hold exactly 2, exactly 3 and at least 1 of `pieces` (a 4 is a win,
+    never scored: the search stops at wins before it evaluates)."""
     a, b, c, d = pieces, pieces >> shift, pieces >> (2 * shift), pieces >> (3 * shift)
     sum_ab, carry_ab, sum_cd, carry_cd = a ^ b, a & b, c ^ d, c & d
     low = sum_ab ^ sum_cd  # bit 0 of the count
     carry = sum_ab & sum_cd
     mid = carry_ab ^ carry_cd ^ carry  # bit 1
     high = (carry_ab & carry_cd) | (carry & (carry_ab ^ carry_cd))  # bit 2: four
-    return low & ~mid & ~high, mid & ~low & ~high, low & mid, a | b | c | d
+    return mid & ~low & ~high, low & mid, a | b | c | d
 
 
 def bitboards(observation) -> tuple[int, int]:
