@@ -222,8 +222,15 @@ def as_aec(env):
 
 
 def env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
-    """A function that builds the PettingZoo env `env_id`: "package.module:factory", or a module with an
-    `env()` (PettingZoo's classic games: "pettingzoo.classic.connect_four_v3")."""
+    """A function that builds the PettingZoo env `env_id`: "package.module:factory"; an id of PettingZoo's
+    registry ("classic/connect_four-v3", built with `pettingzoo.make("aec", id)`, else "parallel"); or a
+    module with an `env()` (PettingZoo's classic games: "pettingzoo.classic.connect_four_v3")."""
+    kwargs = dict(kwargs or {})
+    if ":" not in str(env_id) and "/" in str(env_id):
+        env_type = _registry_type(env_id)
+        import pettingzoo
+
+        return lambda: pettingzoo.make(env_type, env_id, **kwargs)
     module_name, _, attribute = str(env_id).partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -235,8 +242,30 @@ def env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
     if not callable(factory):
         raise MatchError(f"{module_name} has no {attribute!r} to build the env {env_id!r}; give "
                          "'package.module:factory'")
-    kwargs = dict(kwargs or {})
     return lambda: factory(**kwargs)
+
+
+def _registry_type(env_id: str) -> str:
+    """"aec" or "parallel": which of PettingZoo's registries holds `env_id` (AEC first)."""
+    import pettingzoo
+
+    for env_type in ("aec", "parallel"):
+        try:
+            pettingzoo.spec(env_type, env_id)
+            return env_type
+        except Exception:  # noqa: BLE001 - PettingZoo's NameNotFound and its kin: try the other registry
+            continue
+    raise MatchError(f"PettingZoo's registry has no env {env_id!r} (pettingzoo.pprint_registry() lists its ids); "
+                     "or give 'package.module:factory'")
+
+
+def _env_module(env_id: str) -> str:
+    """The module that defines the env `env_id` (for a registry id, its entry point's)."""
+    if ":" not in str(env_id) and "/" in str(env_id):
+        import pettingzoo
+
+        return pettingzoo.spec(_registry_type(env_id), env_id).entry_point.partition(":")[0]
+    return str(env_id).partition(":")[0]
 
 
 # --- who plays -------------------------------------------------------------------------------------------------
@@ -284,7 +313,8 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
 
 
 def bot_module(env_id: str) -> str:
-    module = str(env_id).partition(":")[0]
+    """The module whose `BOTS` / `make_bot` play `env_id`: Menger's for an env defined elsewhere, else its own."""
+    module = _env_module(env_id)
     return BOT_MODULES.get(module, module)
 
 

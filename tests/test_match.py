@@ -140,3 +140,11 @@ def test_the_command_line_plays_a_user_factory_and_prints_json():
     assert report["games"] == 4 and report["wins"] + report["draws"] + report["losses"] == 4
     assert set(report["seats"]) == {"player_0", "player_1"} and report["seed"] == 3
     assert 0 <= report["win_rate_interval"][0] <= report["win_rate"] <= report["win_rate_interval"][1] <= 1
+
+
+def test_pettingzoo_registry_ids_are_played_and_find_their_bots():
+    result = play_match(env_factory("classic/connect_four-v3"), make_opponent("alphabeta:2", "classic/connect_four-v3"),
+                        RandomPlayer(1), games=4)
+    assert result.wins + result.draws + result.losses == 4 and set(result.by_seat) == {"player_0", "player_1"}
+    with pytest.raises(MatchError, match="registry has no env 'classic/nope-v1'"):
+        env_factory("classic/nope-v1")
