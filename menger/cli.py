@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     ma.add_argument("--opponent", required=True, help="random, alphabeta:DEPTH (Connect Four), bot:NAME (the env's "
                     "own bots), a run directory RUN2, or package.module:Factory (an object with act(observation, "
                     "action_mask); needs --allow-import)")
-    ma.add_argument("--games", type=int, default=100, help="games to play; the player takes each seat in turn")
+    ma.add_argument("--games", type=int, default=100, metavar="N", help="games to play (default 100); the player "
+                    "takes each seat in turn")
     ma.add_argument("--env", help="the PettingZoo env, package.module:factory or a PettingZoo registry id (default: "
                     "the run's env), e.g. pettingzoo.classic.connect_four_v3:env or classic/connect_four-v3")
     ma.add_argument("--seed", type=int, default=0, help="game g resets the env with seed + g")
