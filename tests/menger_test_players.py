@@ -123,3 +123,6 @@ def high_card(**kwargs):
 
 def team_sum():
     return TeamSum()
+
+
+BOTS = {"first": FirstLegal}  # the env module's own bots, as menger.envs.wargame keeps its ladder

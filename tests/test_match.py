@@ -82,8 +82,11 @@ def test_specs_name_the_env_bots():
     assert isinstance(make_opponent("bot:random", CONNECT_FOUR), RandomBot)
     with pytest.raises(MatchError, match="did you mean 'alphabeta'"):
         make_opponent("bot:alphabet", CONNECT_FOUR)
-    with pytest.raises(MatchError, match="has no bots"):
+    assert isinstance(make_opponent("bot:first", HIGH_CARD), players.FirstLegal)  # BOTS of the env's own module
+    with pytest.raises(MatchError, match=r"no bot 'alphabeta'.*\(menger_test_players.BOTS\): first"):
         make_opponent("alphabeta:2", HIGH_CARD)
+    with pytest.raises(MatchError, match="has no bots"):
+        make_opponent("bot:first", "pettingzoo.classic.rps_v2:env")
     with pytest.raises(MatchError, match="unknown player"):
         make_opponent("strong", CONNECT_FOUR)
 
