@@ -1,4 +1,4 @@
-"""`menger`: train | resume | eval | plot | league | presets | config, and the applications' place | cost | schedule."""
+"""`menger`: train | resume | eval | match | plot | league | presets | config, and the applications' place | cost | schedule."""
 from __future__ import annotations
 
 import argparse
@@ -73,6 +73,24 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
+
+    ma = sub.add_parser("match", help="play a run or a bot against an opponent for N games of a PettingZoo game, "
+                        "from both seats: wins, draws, losses with 95%% intervals")
+    ma.add_argument("player", metavar="RUN", help="a run directory, or a bot: random, alphabeta:DEPTH, bot:NAME, "
+                    "package.module:Factory")
+    ma.add_argument("--policy", help="which policy of the run plays (default: its main one)")
+    ma.add_argument("--opponent", required=True, help="random, alphabeta:DEPTH (Connect Four), bot:NAME (the env's "
+                    "own bots), a run directory RUN2, or package.module:Factory (an object with act(observation, "
+                    "action_mask); needs --allow-import)")
+    ma.add_argument("--games", type=int, default=100, metavar="N", help="games to play (default 100); the player "
+                    "takes each seat in turn")
+    ma.add_argument("--env", help="the PettingZoo env, package.module:factory or a PettingZoo registry id (default: "
+                    "the run's env), e.g. pettingzoo.classic.connect_four_v3:env or classic/connect_four-v3")
+    ma.add_argument("--seed", type=int, default=0, help="game g resets the env with seed + g")
+    ma.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
+    ma.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
+                    help="a module outside Menger that a player, an opponent or the run's config may import "
+                    "(repeatable)")
 
     ex = sub.add_parser("export", help="write a trained policy as one file that runs with torch or onnxruntime alone")
     ex.add_argument("run_dir")
@@ -204,6 +222,27 @@ def cmd_eval(args) -> int:
     return 0
 
 
+def cmd_match(args) -> int:
+    import json
+
+    import numpy as np
+
+    from menger.match import env_factory, format_result, make_opponent, match_env, play_match
+
+    env_id, env_kwargs = match_env(args.player, args.env, args.allow_import)
+    player_seed, opponent_seed = np.random.SeedSequence(args.seed).generate_state(2)
+    player = make_opponent(args.player, env_id, int(player_seed), args.allow_import, policy=args.policy)
+    opponent = make_opponent(args.opponent, env_id, int(opponent_seed), args.allow_import)
+    result = play_match(env_factory(env_id, env_kwargs), player, opponent, args.games, args.seed)
+    if args.json:
+        print(json.dumps({"player": args.player, "opponent": args.opponent, "env": env_id, "seed": args.seed,
+                          **result.as_dict()}))
+    else:
+        print(format_result(result, f"{args.player} vs {args.opponent} on {env_id}: {args.games} games, seed "
+                            f"{args.seed}"))
+    return 0
+
+
 def cmd_export(args) -> int:
     from menger.export import export_policy
 
@@ -253,8 +292,8 @@ def cmd_config(args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "export": cmd_export, "plot": cmd_plot,
-            "league": cmd_league, "presets": cmd_presets,
+COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "match": cmd_match, "export": cmd_export,
+            "plot": cmd_plot, "league": cmd_league, "presets": cmd_presets,
             "config": cmd_config}
 
 

@@ -134,3 +134,13 @@ def test_faults_benchmark_runs_a_fault_test_and_reads_back_its_verdict_and_figur
     assert all("previous checkpoint's hashes unchanged: True" in case["printed"][-1] for case in row["cases"])
     assert faults._belongs("tests.faults.test_actor_faults::test_x[cartpole-ppo]", "tests/faults/test_actor_faults.py")
     assert not faults._belongs("tests.test_checkpoint::test_y", "tests/test_checkpoint.py::test_x")
+
+
+def test_connect_four_benchmark_times_random_play_and_alpha_beta(tmp_path):
+    import connect_four
+
+    out = connect_four.main(["--seconds", "0.05", "--repeats", "2", "--depth", "1", "--games", "4",
+                             "--json", str(tmp_path / "c4.json")])
+    assert out["random_games_per_s"] > 0 and len(out["random_games_per_s_runs"]) == 2
+    assert out["alphabeta_moves_per_s"] > 0 and out["match_games"] == 4
+    assert json.loads((tmp_path / "c4.json").read_text())["alphabeta_depth"] == 1

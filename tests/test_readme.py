@@ -141,6 +141,20 @@ def scheduled(*policies: str) -> Callable[[Ran], None]:
     return check
 
 
+def matched(games: int) -> Callable[[Ran], None]:
+    """`menger match` prints the seats and the total (or one JSON line) of all its games."""
+    def check(ran: Ran) -> None:
+        if ran.stdout.lstrip().startswith("{"):
+            import json
+
+            report = json.loads(ran.stdout)
+            assert report["games"] == games and set(report["seats"]) == {"player_0", "player_1"}, report
+        else:
+            total = re.search(r"^total +(\d+) ", ran.stdout, re.MULTILINE)
+            assert total and int(total.group(1)) == games and "player_1" in ran.stdout, ran.stdout
+    return check
+
+
 def swept(ran: Ran) -> None:
     sweep = ran.cwd / "sweep"
     assert list(sweep.glob("*.png")) and list(sweep.glob("*.csv")), "the sweep wrote no PNG and CSV"
@@ -193,6 +207,10 @@ COMMANDS: dict[str, Entry] = {
         "a budget of 5 s, not 600", run="menger place ariane133_ng45 --method rl --budget 5 --out out/",
         check=placed),
     "menger cost ariane133_ng45 out/placement.plc": Entry("", check=costed),
+    "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent random --games 400": Entry(
+        "", check=matched(400)),
+    "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent alphabeta:1 --games 100 --json":
+        Entry("", check=matched(100)),
     "menger schedule --policy sjf --policy packer --load 0.9 --episodes 200 --env num_slots=10": Entry(
         "3 episodes, not 200", run="menger schedule --policy sjf --policy packer --load 0.9 --episodes 3 --env "
         "num_slots=10", check=scheduled("sjf", "packer")),
