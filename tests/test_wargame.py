@@ -260,3 +260,16 @@ def test_the_bot_ladder_is_real():
     assert wins >= 90, (wins, draws, losses)
     wins, draws, losses = ladder("focus-fire", "attack-nearest")
     assert wins >= 55 and wins >= 1.5 * losses and draws <= 20, (wins, draws, losses)
+
+
+def test_the_speed_benchmark_runs(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wargame_env.py"
+    spec = importlib.util.spec_from_file_location("wargame_env_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(["--seconds", "0.05", "--repeats", "1", "--games", "2"])
+    printed = capsys.readouterr().out
+    assert "WargameBatch, G=2" in printed and "PettingZoo ParallelEnv" in printed and "load average" in printed
