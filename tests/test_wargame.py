@@ -101,6 +101,32 @@ def test_walls_block_moves_and_line_of_sight():
     assert layout.split(out.obs["observation"][0, 0])["enemies"][0, 0] == 1
 
 
+def test_each_team_sees_the_map_from_its_own_side():
+    game = small_game(team=("sniper", "tank"))
+    out = game.set_units(0, [cell(0, 0), cell(2, 0), cell(0, 4), cell(2, 4)])
+    blue = game.layout.split(out.obs["observation"][0, 2])
+    names = game.layout.plane_names
+    planes = {name: blue["planes"][names.index(name)].ravel() for name in names}
+    assert np.flatnonzero(planes["self"]).tolist() == [cell(0, 4)]
+    assert np.flatnonzero(planes["ally_hp"]).tolist() == [cell(0, 4), cell(2, 4)]
+    assert np.flatnonzero(planes["ally_tank"]).tolist() == [cell(2, 4)]
+    assert np.flatnonzero(planes["enemy_hp"]).tolist() == [cell(0, 0), cell(2, 0)]
+    assert blue["self"][game.layout.self_names.index("team")] == 1
+    assert game.state().shape == (1, game.state_size)
+
+
+def test_generated_maps_are_point_symmetric_connected_and_seeded():
+    first = make_config(layout=None, size=(10, 13), map_seed=5).map
+    again = make_config(layout=None, size=(10, 13), map_seed=5).map
+    other = make_config(layout=None, size=(10, 13), map_seed=6).map
+    assert np.array_equal(first.walls, first.walls[::-1, ::-1]) and np.array_equal(first.walls, again.walls)
+    assert not np.array_equal(first.walls, other.walls)
+    floor = np.flatnonzero(~first.walls.ravel())
+    assert np.isfinite(first.path_length[np.ix_(floor, floor)]).all()
+    assert np.array_equal(first.line_of_sight, first.line_of_sight.T)
+    assert len(first.capture_cells) == 2
+
+
 def test_attacks_deal_damage_kill_and_wait_for_the_cooldown():
     game = small_game(reward_damage=0.1, reward_kill=1.0)
     attack = game.layout.attack_action(0)

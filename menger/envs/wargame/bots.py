@@ -197,7 +197,7 @@ class FocusFireBot(_ScriptedBot):
         away = self._step(seen.cell, -threat, masks, move_target)
         hurt = (seen.hp <= self.retreat_hp) & seen.visible.any(1)
         # a unit waiting for its cooldown with an enemy in its range holds its ground instead of walking in
-        me = seen.ally_cell == seen.cell[:, None]
+        me = (seen.ally_cell == seen.cell[:, None]) & seen.ally_alive
         my_type = (seen.ally_type * me).sum(1)
         waiting = ~(seen.ally_ready & me).any(1)
         game_map = self.config.map
