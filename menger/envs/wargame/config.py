@@ -78,7 +78,8 @@ class WargameConfig:
     reward_damage: float = field(0.02, doc="Reward to an attacker per hit point it takes from an enemy.")
     reward_kill: float = field(0.5, doc="Reward to the unit whose attack kills an enemy (each if several).")
     reward_capture: float = field(0.01, doc="Reward per step to each living unit of a team, per point it holds.")
-    reward_win: float = field(1.0, doc="Reward at the end to each living unit: +this won, -this lost, 0 draw.")
+    reward_win: float = field(1.0, doc=(
+        "Reward at the end to each unit in that last step: +this won, -this lost, 0 draw."))
 
     def __post_init__(self) -> None:
         validate(self)
@@ -122,8 +123,6 @@ def make_config(config: WargameConfig | None = None, **kwargs) -> WargameConfig:
         if kwargs:
             raise ConfigError(f"give either config= or keyword arguments, not both (got {sorted(kwargs)})")
         return config
-    if "team" in kwargs and isinstance(kwargs["team"], list):
-        kwargs["team"] = tuple(kwargs["team"])
     return from_dict(WargameConfig, kwargs)
 
 

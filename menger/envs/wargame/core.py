@@ -133,7 +133,6 @@ class WargameBatch:
         self.damage = np.array([units[t].damage for t in self.unit_type], dtype=np.int32)
         self.cooldown_steps = np.array([units[t].cooldown for t in self.unit_type], dtype=np.int32)
         self.type_one_hot = np.eye(self.layout.num_types, dtype=np.float32)[self.unit_type]  # [A, T]
-        self._floor_cells = ~self.map.walls.ravel()
         self._capture_zone = self.map.capture_zone.any(0)
         shape = (num_games, self.num_agents)
         self.position = np.zeros(shape, dtype=np.int64)
