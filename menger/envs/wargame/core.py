@@ -7,11 +7,12 @@ take it if the cell is free of units and no other unit moves into it the same st
 cooldowns tick; capture points are scored; the game ends on elimination, a capture score or the time limit.
 
     batch = WargameBatch(config, num_games=64)
-    out = batch.reset(seed=0)                        # game g plays as a single game reset with seed + g
-    while not out.done.all():
-        actions = policy(out.obs["observation"], out.obs["action_mask"])    # [G, A] ints
-        out = batch.step(actions)                    # finished games stay finished (rewards 0) ...
-        batch.reset(games=out.done)                  # ... until reset: here, at once (same-step autoreset)
+    obs = batch.reset(seed=0).obs                    # game g plays as a single game reset with seed + g
+    for _ in range(steps):
+        out = batch.step(policy(obs["observation"], obs["action_mask"]))    # actions [G, A] ints
+        learn(out)                                   # this step's rewards, ends and outcomes
+        # finished games stay finished (rewards 0) until reset; here at once (same-step autoreset)
+        obs = batch.reset(games=out.done).obs if out.done.any() else out.obs
 
 ``StepOutput`` (batch-first arrays): ``obs`` {"observation": [G, A, D] float32, "action_mask": [G, A, K] int8},
 ``reward`` [G, A] float32, ``alive`` [G, A] bool (after the step), ``done`` / ``terminated`` / ``truncated``
