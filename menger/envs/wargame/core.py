@@ -256,7 +256,7 @@ class WargameBatch:
         self.position = np.where(moved, destination, self.position)
 
         # capture points: a team holds a point while it alone has living units in its zone
-        held = self._held_points()                                                       # [G, 2, P]
+        held = self.held_points()                                                       # [G, 2, P]
         held_count = held.sum(-1) * active[:, None]                                      # [G, 2]
         self.score += held_count
         reward += cfg.reward_capture * held_count[:, self.team] * self.alive
@@ -278,7 +278,8 @@ class WargameBatch:
         return StepOutput(self.observe(), reward, self.alive.copy(), self.done, terminated, ended & ~terminated,
                           outcome, self.winner.copy())
 
-    def _held_points(self) -> np.ndarray:
+    def held_points(self) -> np.ndarray:
+        """[G, 2, P] each team holds capture point p: it alone has living units in the point's zone."""
         in_zone = self.map.capture_zone[:, self.position] & self.alive[None]              # [P, G, A]
         red = in_zone[..., :self.num_units].any(-1)
         blue = in_zone[..., self.num_units:].any(-1)
@@ -322,7 +323,7 @@ class WargameBatch:
         return (close & self.map.line_of_sight[own, enemy_position] & self.alive[..., None]
                 & (self.cooldown == 0)[..., None] & self.alive[:, self.enemies] & self._visible_enemies())
 
-    def _seen_cells(self) -> np.ndarray:
+    def seen_cells(self) -> np.ndarray:
         """[G, 2, cells] cells some living unit of each team sees."""
         sees = self.map.line_of_sight[self.position] & (self.map.distance[self.position] <= self.config.sight_range)
         sees &= self.alive[..., None]
@@ -334,7 +335,7 @@ class WargameBatch:
         alive = self.alive[:, self.enemies]
         if not self.config.fog_of_war:
             return alive
-        seen = self._seen_cells()[:, self.team]                                            # [G, A, cells]
+        seen = self.seen_cells()[:, self.team]                                            # [G, A, cells]
         return alive & np.take_along_axis(seen, self.position[:, self.enemies], axis=2)
 
     def action_masks(self) -> np.ndarray:
@@ -346,7 +347,7 @@ class WargameBatch:
         G, A, n = self.num_games, self.num_agents, self.num_units
         H, W = self.map.height, self.map.width
         cells, T = H * W, self.layout.num_types
-        seen = self._seen_cells() if self.config.fog_of_war else np.ones((G, 2, cells), dtype=bool)
+        seen = self.seen_cells() if self.config.fog_of_war else np.ones((G, 2, cells), dtype=bool)
         hp_fraction = (self.hp / self.max_hp).astype(np.float32) * self.alive
         visible = self._visible_enemies()                                                   # [G, A, n]
 
@@ -355,7 +356,7 @@ class WargameBatch:
         team_planes = np.zeros((G, 2, C, cells), dtype=np.float32)
         team_planes[:, :, 0] = self.map.walls.ravel()
         team_planes[:, :, 1] = self._capture_zone
-        held = self._held_points().astype(np.float32)                                       # [G, 2, P]
+        held = self.held_points().astype(np.float32)                                       # [G, 2, P]
         owner = (held[:, 0] - held[:, 1]) @ self.map.capture_zone.astype(np.float32)        # [G, cells] red +1
         team_planes[:, 0, 2], team_planes[:, 1, 2] = owner, -owner
         unit_planes = np.zeros((G, A, 1 + T, cells), dtype=np.float32)    # hp, type one-hot, at each unit's cell
@@ -413,7 +414,7 @@ class WargameBatch:
         planes = np.zeros((G, 5 + 2 * T, cells), dtype=np.float32)
         planes[:, 0] = self.map.walls.ravel()
         planes[:, 1] = self._capture_zone
-        held = self._held_points().astype(np.float32)
+        held = self.held_points().astype(np.float32)
         planes[:, 2] = (held[:, 0] - held[:, 1]) @ self.map.capture_zone.astype(np.float32)
         hp_fraction = (self.hp / self.max_hp).astype(np.float32) * self.alive
         for a in range(A):

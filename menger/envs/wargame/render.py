@@ -22,7 +22,7 @@ def render_game(batch, game: int = 0, cell: int = 24) -> np.ndarray:
     height, width = game_map.height, game_map.width
     image = np.empty((height * cell, width * cell, 3), dtype=np.uint8)
     image[:] = FLOOR
-    held = batch._held_points()[game]                                       # [2, P]
+    held = batch.held_points()[game]                                       # [2, P]
     for point in range(len(game_map.capture_cells)):
         owner = 0 if held[0, point] else 1 if held[1, point] else None
         for flat in np.flatnonzero(game_map.capture_zone[point]):
@@ -46,7 +46,7 @@ def render_game(batch, game: int = 0, cell: int = 24) -> np.ndarray:
         block[1:4, 2:cell - 2] = HP_BACK
         block[1:4, 2:2 + filled] = HP_BAR
     if batch.config.fog_of_war:
-        hidden = ~batch._seen_cells()[game, 0].reshape(height, width)
+        hidden = ~batch.seen_cells()[game, 0].reshape(height, width)
         shade = np.repeat(np.repeat(hidden, cell, 0), cell, 1)
         image[shade] = (image[shade] * 0.75).astype(np.uint8)
     return image
