@@ -115,3 +115,13 @@ def test_export_names_the_entries_it_cannot_take():
         _entries(space)
     assert list(_entries(gym.spaces.Dict({"obs": gym.spaces.Box(-1, 1, (2,)),
                                           CRITIC_KEY: gym.spaces.Box(-1, 1, (4,))}))) == ["obs"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [["model.agents=2"], ["model.agents=0"], ["model.agents=0", "model.lstm_size=16"]])
+def test_agents_that_must_act_differently_learn_to_in_every_mode(tmp_path, mode):
+    """Agent 0 is paid for copying the target's sign, agent 1 for the opposite: a policy blind to the agent earns
+    about 4 of 8 per episode, so more than 7 needs each row's agent read, from its own network or its agent_id."""
+    overrides = [*SMALL, "stop.env_frames=16384", "ppo.lr=1e-3", "ppo.lr_schedule=constant", *mode]
+    result = api.train("cartpole-ppo", overrides=overrides, run_dir=str(tmp_path / "run"))
+    assert result.final_metrics["episode/return_mean"] > 7.0, result.final_metrics
