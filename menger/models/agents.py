@@ -94,7 +94,6 @@ class AgentBank(nn.Module):
         self.head = RowHead(first.head)
         self.lstm_size = 0
         self.obs_normalizer = None
-        self.discrete = first.discrete
 
     def agent_index(self, obs) -> torch.Tensor:
         """Each row's agent [N]: the argmax of its one-hot agent id."""

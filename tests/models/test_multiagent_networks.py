@@ -83,9 +83,10 @@ def test_the_policy_never_reads_the_critic_state_and_the_value_does(kind, lstm_s
     assert (ev.values - ev2.values).abs().min() > 1e-6
 
 
-def test_the_policy_loss_gives_no_critic_parameter_a_gradient_and_the_value_loss_reads_the_critic_state():
+@pytest.mark.parametrize("lstm_size", [0, 8])
+def test_the_policy_loss_gives_no_critic_parameter_a_gradient_and_the_value_loss_reads_the_critic_state(lstm_size):
     torch.manual_seed(0)
-    network = Policy(_space(), ACTIONS["box"], lstm_size=8)
+    network = Policy(_space(), ACTIONS["box"], lstm_size=lstm_size)
     seq = _unroll(5, 4, np.zeros((5, 4), int))
     actions = torch.stack([_actions(network, {k: v[t] for k, v in seq.items()}) for t in range(4)])
     ev = network.evaluate(seq, actions, network.initial_state(4), torch.zeros(4, 4))
