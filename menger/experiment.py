@@ -108,8 +108,16 @@ class ModelConfig:
                                    "features_dim) or a whole policy network; see docs/models.md")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the custom network")
     dueling: bool = field(True, doc="apex: dueling value and advantage heads (Wang et al. 2016)")
+    agents: int = field(0, min=0, doc="ppo, impala, appo: 0 = one network for every row (shared parameters; an "
+                        "agent_id observation entry is an input like the others); K > 0 = K independent networks, "
+                        "each row acting and learning with the one its one-hot agent_id [K] entry names; see "
+                        "docs/models.md")
 
     def __post_init__(self):
+        if self.agents and self.lstm_size:
+            raise ConfigError(f"model.agents={self.agents} with model.lstm_size={self.lstm_size}: independent agents' "
+                              "networks are feed-forward; unset model.lstm_size, or share one recurrent network "
+                              "(model.agents=0, the agent_id entry an input of it)")
         if any(size < 1 for size in self.hidden):
             raise ConfigError(f"model.hidden={list(self.hidden)}: every layer needs at least one unit; "
                               "write the sizes you want, e.g. model.hidden=[64,64]")
@@ -551,6 +559,10 @@ class ExperimentConfig:
         if self.model.network:
             problems.append(f"model.network: {self.algo} builds its own networks from model.encoder, model.hidden "
                             "and model.lstm_size; unset it")
+        if self.model.agents:
+            problems.append(f"model.agents={self.model.agents}: independent agents' networks are built for ppo, "
+                            f"impala and appo; {self.algo} trains one network, so unset model.agents (an agent_id "
+                            "observation entry is then an input of that one network)")
         if self.algo == "r2d2":
             problems += self._r2d2_problems()
         elif self.model.lstm_size:

@@ -15,6 +15,12 @@ ONNX (`--format onnx`; RUN_DIR/policy.onnx; `pip install "menger-rl[export]"` to
     (actions,) = policy.run(None, {"obs": obs})                            # any batch size N
     actions, state = policy.run(None, {"obs": obs, "state": state})        # recurrent: outputs action, next_state
 
+Dict observations of Box entries (an `action_mask`, a multi-agent policy's `agent_id`) are one input per entry, in
+the order of the space's keys, each named `obs.KEY` in ONNX (`menger.json`'s `obs_keys` lists them):
+`policy(obs_a, obs_b[, state])` in TorchScript, `policy.run(None, {"obs.a": obs_a, "obs.b": obs_b})` in ONNX. A
+centralised critic's `critic_state` entry is dropped: only the value function reads it, and the file holds no
+value function, so the file takes the agent's own observation alone.
+
 The actions are the deterministic ones `menger eval` and `menger.api.load_policy` take: the most likely (or
 greedy) action for Discrete spaces (int64), the mean (clipped to the space) for Box. MultiDiscrete, MultiBinary,
 Tuple and Dict spaces give one flat action [N, width] (int64, or float32 with a Box component), each component in
@@ -41,6 +47,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
+
+from menger.models.encoders import CRITIC_KEY
 
 FORMATS = ("torchscript", "onnx")
 SUFFIXES = {"torchscript": ".pt", "onnx": ".onnx"}
@@ -70,7 +78,13 @@ class _Deterministic(nn.Module):
             self.register_buffer("strides", torch.tensor(strides, dtype=torch.int64))
             self.register_buffer("sizes", torch.tensor(sizes, dtype=torch.int64))
 
-    def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None):
+        self.keys = tuple(_entry_keys(network.obs_space))  # a Dict observation: one input per entry
+
+    def forward(self, *inputs: torch.Tensor):
+        """(obs[, state]) for a Box observation, (entry_1, ..., entry_k[, state]) for a Dict one."""
+        count = len(self.keys) or 1
+        obs = dict(zip(self.keys, inputs[:count])) if self.keys else inputs[0]
+        state = inputs[count] if self.recurrent else None
         out = self.network.act(obs, state, deterministic=True)
         action = out.action
         if self.box:
@@ -92,18 +106,17 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
         _require_onnx()
     policy = load_policy(run_dir, allow_import)
     network = policy.network.cpu().eval().requires_grad_(False)  # an inference graph: no autograd at run time
-    space = network.obs_space
-    if not isinstance(space, gym.spaces.Box):
-        raise ExportError(f"the run's observations are {space}; export takes Box observations (one tensor), not "
-                          "Dict or Discrete ones yet")
     module = _Deterministic(network).eval()
-    dtype = torch.uint8 if np.dtype(space.dtype) == np.uint8 else torch.float32
-    example = torch.zeros((2, *space.shape), dtype=dtype)
-    inputs = (example, network.initial_state(2)) if module.recurrent else (example,)
+    entries = _entries(network.obs_space)
+    examples = tuple(torch.zeros((2, *sub.shape), dtype=_dtype(sub)) for sub in entries.values())
+    inputs = (*examples, network.initial_state(2)) if module.recurrent else examples
     path = Path(out) if out is not None else Path(run_dir) / f"policy{SUFFIXES[fmt]}"
     path.parent.mkdir(parents=True, exist_ok=True)
+    shapes = {key: list(sub.shape) for key, sub in entries.items()}
+    dtypes = {key: str(np.dtype(sub.dtype)) for key, sub in entries.items()}
     meta = {"format": "menger.export/1", "algo": policy.config.algo, "env": policy.config.env.id,
-            "obs_shape": list(space.shape), "obs_dtype": str(np.dtype(space.dtype)),
+            "obs_shape": shapes.get("", shapes), "obs_dtype": dtypes.get("", dtypes),
+            "obs_keys": [] if "" in entries else list(entries),
             "action_space": str(network.codec.env_space), "action_layout": _layout(network.codec),
             "lstm_size": int(getattr(network, "lstm_size", 0)),
             "normalizes_obs": getattr(network, "obs_normalizer", None) is not None,
@@ -113,6 +126,28 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
     else:
         _write_torchscript(module, inputs, path, meta)
     return path
+
+
+def _entry_keys(space: gym.Space) -> list[str]:
+    """The inputs of an exported Dict observation: its entries but a centralised critic's (no action reads it)."""
+    if not isinstance(space, gym.spaces.Dict):
+        return []
+    return [key for key in space.spaces if key != CRITIC_KEY]
+
+
+def _entries(space: gym.Space) -> dict[str, gym.spaces.Box]:
+    """Input name ("" for a Box observation) -> its space; anything but Box observations or entries is refused."""
+    entries = {key: space[key] for key in _entry_keys(space)} if isinstance(space, gym.spaces.Dict) else {"": space}
+    others = {key: sub for key, sub in entries.items() if not isinstance(sub, gym.spaces.Box)}
+    if others:
+        where = ", ".join(f"{key!r}: {sub}" for key, sub in others.items()) if "" not in others else str(space)
+        raise ExportError(f"the run's observations are {space}; export takes a Box observation, or a Dict of Box "
+                          f"entries (one input each), not {where}: wrap the env to give Box observations")
+    return entries
+
+
+def _dtype(space: gym.spaces.Box) -> torch.dtype:
+    return torch.uint8 if np.dtype(space.dtype) == np.uint8 else torch.float32
 
 
 def _write_torchscript(module: _Deterministic, inputs: tuple, path: Path, meta: dict) -> None:
@@ -138,8 +173,9 @@ def _write_onnx(module: _Deterministic, inputs: tuple, path: Path, meta: dict) -
     """The traced graph with a dynamic batch axis, checked by onnx, with `menger.json` in its metadata."""
     import onnx
 
-    names, outputs = (["obs", "state"], ["action", "next_state"]) if module.recurrent else (["obs"], ["action"])
-    axes = {"obs": {0: "batch"}, "action": {0: "batch"}}
+    obs_names = [f"obs.{key}" for key in module.keys] or ["obs"]
+    names, outputs = ([*obs_names, "state"], ["action", "next_state"]) if module.recurrent else (obs_names, ["action"])
+    axes = {**{name: {0: "batch"} for name in obs_names}, "action": {0: "batch"}}
     if module.recurrent:
         axes.update(state={1: "batch"}, next_state={1: "batch"})
     # a torch without the argument exports this way already

@@ -203,7 +203,8 @@ class ActionCodec:
 class ActionHead:
     """The policy gradient's action distribution over `leaves`: a product of categoricals, Bernoullis and one
     diagonal Gaussian per Box leaf, its parameters one flat vector [N, num_params] (logits and means, in leaf
-    order); the Gaussians' log-stds are the caller's (state-independent, [num_gaussian]).
+    order); the Gaussians' log-stds are the caller's: [num_gaussian] for every row, or [N, num_gaussian], one
+    row each (a bank of independent agents' networks, `menger.models.agents`).
 
     Actions: [N] int64 for a lone Discrete leaf, [N, d] for a lone Box, else the flat [N, width] of `codec.space`.
     """
@@ -261,10 +262,10 @@ class ActionHead:
                 logp = logp + (a.to(p.dtype) * p - torch.nn.functional.softplus(p)).sum(-1)
                 entropy = entropy + (torch.nn.functional.softplus(p) - p * torch.sigmoid(p)).sum(-1)
             else:
-                s = log_std[g]
+                s = log_std[..., g]
                 z = (a - p) / s.exp()
                 logp = logp + (-0.5 * z.pow(2) - s - 0.5 * math.log(2 * math.pi)).sum(-1)
-                entropy = entropy + (0.5 + 0.5 * math.log(2 * math.pi) + s).sum().expand(p.shape[:-1])
+                entropy = entropy + (0.5 + 0.5 * math.log(2 * math.pi) + s).sum(-1).expand(p.shape[:-1])
         return logp, entropy
 
     def sample(self, params: torch.Tensor, log_std: torch.Tensor | None, generator: torch.Generator | None = None,
@@ -298,7 +299,7 @@ class ActionHead:
                 logp = logp + (bits * p - torch.nn.functional.softplus(p)).sum(-1)
                 parts.append(bits.long())
             else:
-                s = log_std[g]
+                s = log_std[..., g]
                 if deterministic:
                     a = p
                 else:

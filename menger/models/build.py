@@ -4,6 +4,7 @@ from __future__ import annotations
 import gymnasium as gym
 from torch import nn
 
+from menger.models.agents import AgentBank
 from menger.models.policy import Policy
 from menger.models.qnet import QNetwork, RecurrentQNetwork
 from menger.models.sac import SquashedGaussianActor
@@ -14,7 +15,8 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
     """Build what actors act with from a `ModelConfig` (see menger.experiment): the policy network of the
     on-policy algorithms, Ape-X's Q network (algo apex), R2D2's recurrent one (algo r2d2) or SAC's squashed
     Gaussian actor (algo sac). `normalize` (`env.normalize`): with `obs` set, the policy network's first layer
-    normalises observations (`menger.models.normalize.ObsNormalizer`)."""
+    normalises observations (`menger.models.normalize.ObsNormalizer`). `model.agents=K > 0`: K independent
+    policy networks, each row acting with its agent's (`menger.models.agents.AgentBank`)."""
     if algo == "r2d2":
         return RecurrentQNetwork(obs_space, action_space, lstm_size=model_cfg.lstm_size, encoder=model_cfg.encoder,
                                  hidden=tuple(model_cfg.hidden), activation=model_cfg.activation,
@@ -25,10 +27,14 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
     if algo == "sac":
         return SquashedGaussianActor(obs_space, action_space, encoder=model_cfg.encoder,
                                      hidden=tuple(model_cfg.hidden), activation=model_cfg.activation)
-    return Policy(
-        obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
+    kwargs = dict(
+        encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
         activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
         network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
         separate_value=model_cfg.separate_value,
         obs_clip=normalize.clip_obs if normalize is not None and normalize.obs else None,
     )
+    agents = getattr(model_cfg, "agents", 0)
+    if agents:
+        return AgentBank(obs_space, action_space, agents, **kwargs)
+    return Policy(obs_space, action_space, **kwargs)

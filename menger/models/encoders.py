@@ -1,4 +1,15 @@
-"""Observation encoders: a batch of observations [N, ...] -> features [N, D]."""
+"""Observation encoders: a batch of observations [N, ...] -> features [N, D].
+
+The observation Dict's reserved keys, the contract with the envs (and multi-agent adapters) that produce them:
+
+* `MASK_KEY` ("action_mask"): one flag per logit; it masks the action head and is never an encoder input.
+* `AGENT_KEY` ("agent_id"): a one-hot float32 Box [K] of the row's agent among the K agents a network serves.
+  With shared parameters (one network, `model.agents=0`) it is an input like any other entry; with independent
+  ones (`model.agents=K`) it picks the row's network (`menger.models.agents.AgentBank`) and is no input.
+* `CRITIC_KEY` ("critic_state"): a float32 Box (any shape) that only the value function sees: the global state,
+  or every teammate's observation (a centralised critic, as in MAPPO). Menger's encoders leave it out of the
+  policy's path; the value MLP reads it beside the policy's own inputs.
+"""
 from __future__ import annotations
 
 import gymnasium as gym
@@ -7,6 +18,8 @@ import torch
 from torch import nn
 
 MASK_KEY = "action_mask"
+AGENT_KEY = "agent_id"
+CRITIC_KEY = "critic_state"
 
 
 def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
@@ -17,11 +30,13 @@ def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
 
 
 class MLPEncoder(nn.Module):
-    """Flattens every (non-mask) observation entry, concatenates them, and applies an MLP."""
+    """Flattens every observation entry but the action mask, concatenates them, and applies an MLP. The critic
+    state (`CRITIC_KEY`) is an input only where `critic` is set (the value MLP of a centralised critic)."""
 
-    def __init__(self, obs_space: gym.Space, hidden: tuple[int, ...], activation: str = "tanh"):
+    def __init__(self, obs_space: gym.Space, hidden: tuple[int, ...], activation: str = "tanh",
+                 critic: bool = False):
         super().__init__()
-        self.keys = _entry_keys(obs_space)
+        self.keys = _entry_keys(obs_space, critic)
         in_dim = sum(int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
         self.net = _mlp([in_dim, *hidden], act)
@@ -71,17 +86,34 @@ class ImageCNN(nn.Module):
         return self.fc(self.conv(frames * self.scale))
 
 
-def _entry_keys(space: gym.Space) -> list[str]:
+def _entry_keys(space: gym.Space, critic: bool = False) -> list[str]:
     if isinstance(space, gym.spaces.Dict):
-        return [k for k in space.spaces if k != MASK_KEY]
+        keys = [k for k in space.spaces if k != MASK_KEY and (critic or k != CRITIC_KEY)]
+        if not keys:
+            raise ValueError(f"the observation {space} has no entry a network can read (action_mask and "
+                             "critic_state are no inputs of the policy); give it an observation entry")
+        return keys
     return [""]
+
+
+def has_critic_state(space: gym.Space) -> bool:
+    """Whether the observation carries a centralised critic's input (`CRITIC_KEY`)."""
+    return isinstance(space, gym.spaces.Dict) and CRITIC_KEY in space.spaces
+
+
+def without(space: gym.Space, *keys: str) -> gym.Space:
+    """A Dict observation space without `keys` (the space as it is where it has none of them)."""
+    if not isinstance(space, gym.spaces.Dict) or not any(key in space.spaces for key in keys):
+        return space
+    return gym.spaces.Dict({k: v for k, v in space.spaces.items() if k not in keys})
 
 
 def _entry_space(space: gym.Space, key: str) -> gym.Space:
     return space[key] if key else space
 
 
-def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], activation: str) -> nn.Module:
+def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], activation: str,
+                  critic: bool = False) -> nn.Module:
     if kind == "auto":
         is_image = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
         kind = "cnn" if is_image else "mlp"
@@ -91,5 +123,5 @@ def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], acti
         layout = "nature" if kind == "cnn" else "shallow"
         return ImageCNN(obs_space, hidden=hidden[-1] if hidden else (512 if layout == "nature" else 256), layout=layout)
     if kind == "mlp":
-        return MLPEncoder(obs_space, hidden, activation)
+        return MLPEncoder(obs_space, hidden, activation, critic)
     raise ValueError(f"unknown model.encoder {kind!r}; use auto, mlp, cnn or cnn_shallow")

@@ -18,6 +18,11 @@ is one of two kinds:
 * a *policy network* otherwise: `forward(obs) -> (params [N, P], value [N])`, `P = num_action_params(space)`:
   the logits of Discrete actions, the mean of Box ones (Menger owns the log-std), the concatenation of the
   components' for the others. No LSTM core: give the network a `features_dim` for one.
+
+A centralised critic (MAPPO): an observation Dict with a `critic_state` entry (`encoders.CRITIC_KEY`) gives the
+value function its own MLP over the policy's inputs and that entry, outside the LSTM core when there is one; the
+policy's encoder (Menger's, or a custom encoder, which is built for and handed the observation without it) never
+sees it. A whole custom policy network (its own value head) is refused with such an observation.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ import torch
 from torch import nn
 
 from menger.models.actions import MASKED_LOGIT, ActionCodec, ActionHead
-from menger.models.encoders import MASK_KEY, MLPEncoder, build_encoder
+from menger.models.encoders import CRITIC_KEY, MASK_KEY, MLPEncoder, build_encoder, has_critic_state, without
 from menger.models.normalize import ObsNormalizer
 
 
@@ -90,10 +95,20 @@ class Policy(nn.Module):
             _check_mask(obs_space[MASK_KEY], self.head.num_params, action_space)
         self.masks = self.has_mask and self.head.categorical_only
         self.lstm_size = lstm_size
+        self.critic = has_critic_state(obs_space)  # a centralised critic: the value function alone reads it
+        if self.critic and not separate_value:
+            raise ValueError(f"the observation has a {CRITIC_KEY!r} entry, which only the value function may see, so "
+                             "the value needs its own MLP: set model.separate_value=true (or drop the entry)")
         self.custom, self.core, self.value_encoder = None, None, None
         if network:
-            user = _load_network(network)(obs_space, action_space, **(network_kwargs or {}))
+            # an encoder is built for the observation without the critic's input, and handed it so
+            user = _load_network(network)(without(obs_space, CRITIC_KEY), action_space, **(network_kwargs or {}))
             if getattr(user, "features_dim", None) is None:  # a whole policy network: its own heads
+                if self.critic:
+                    raise ValueError(f"model.network {network!r} returns (params, value), but the observation has a "
+                                     f"{CRITIC_KEY!r} entry for a centralised critic, which Menger builds: give the "
+                                     "network a `features_dim` attribute and return features [N, features_dim] of "
+                                     "the observation without that entry; Menger adds the heads and the critic MLP")
                 if lstm_size:
                     raise ValueError(f"model.network {network!r} returns (params, value), so it cannot sit in front "
                                      "of Menger's LSTM core (model.lstm_size); give it a `features_dim` attribute and "
@@ -103,13 +118,15 @@ class Policy(nn.Module):
                     self.log_std = nn.Parameter(torch.full((self.head.num_gaussian,), float(init_log_std)))
                 self._check_custom(network)
                 return
-            self.encoder, separate_value = user, False
+            self.encoder, separate_value = user, self.critic
         else:
             self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation)
-        # A separate value encoder (as CleanRL and SB3 do for MLPs) stabilises PPO on small control tasks.
+        # A separate value encoder (as CleanRL and SB3 do for MLPs) stabilises PPO on small control tasks. A
+        # centralised critic's is always there: an MLP over the policy's inputs and the critic state, beside the
+        # LSTM core (if any), so the value reads the global state at every step without a memory of its own.
         self.value_encoder = (
-            build_encoder(obs_space, "mlp", tuple(hidden), activation)
-            if separate_value and not lstm_size and isinstance(self.encoder, MLPEncoder) else None
+            build_encoder(obs_space, "mlp", tuple(hidden), activation, critic=self.critic)
+            if self.critic or (separate_value and not lstm_size and isinstance(self.encoder, MLPEncoder)) else None
         )
         feat = int(self.encoder.features_dim if network else self.encoder.out_dim)
         self.core = nn.LSTMCell(feat, lstm_size) if lstm_size else None
@@ -144,6 +161,12 @@ class Policy(nn.Module):
     def initial_state(self, batch: int) -> torch.Tensor:
         return torch.zeros(2, batch, self.lstm_size) if self.lstm_size else torch.zeros(0)
 
+    def _features(self, obs) -> torch.Tensor:
+        """The policy's encoder on the observation without the critic's input."""
+        if self.critic:
+            obs = {key: value for key, value in obs.items() if key != CRITIC_KEY}
+        return self.encoder(obs)
+
     def _heads(self, obs, features: torch.Tensor):
         out = self.pi(features)
         src = self.value_encoder(obs) if self.value_encoder is not None else features
@@ -171,7 +194,7 @@ class Policy(nn.Module):
         if self.custom is not None:
             out, value = self.custom(obs)
             return self._masked(out, obs), value, state
-        features = self.encoder(obs)
+        features = self._features(obs)
         if self.core is not None:
             h, c = self.core(features, (state[0], state[1]))
             features, state = h, torch.stack([h, c])
@@ -183,7 +206,11 @@ class Policy(nn.Module):
         if self.custom is not None or self.value_encoder is None:
             out, _, state = self.forward(obs, state)
             return out, state
-        return self._masked(self.pi(self.encoder(self._normalized(obs))), obs), state
+        features = self._features(self._normalized(obs))  # a centralised critic's input is not needed here
+        if self.core is not None:
+            h, c = self.core(features, (state[0], state[1]))
+            features, state = h, torch.stack([h, c])
+        return self._masked(self.pi(features), obs), state
 
     # ----- actor side ----------------------------------------------------------------------
     @torch.no_grad()
@@ -205,7 +232,8 @@ class Policy(nn.Module):
             out = _unflatten_time(out, t1, batch)
             values = values.view(t1, batch)
         else:
-            features = self.encoder(self._normalized(flat)).view(t1, batch, -1)
+            flat = self._normalized(flat)
+            features = self._features(flat).view(t1, batch, -1)
             h, c = state0[0], state0[1]
             hs = []
             for t in range(t1):
@@ -215,7 +243,7 @@ class Policy(nn.Module):
                     keep = (1.0 - dones[t].float()).unsqueeze(-1)
                     h, c = h * keep, c * keep
             hs = torch.stack(hs)
-            out, values = self._heads(None, hs.flatten(0, 1))
+            out, values = self._heads(flat, hs.flatten(0, 1))
             out = self._masked(out, flat).view(t1, batch, -1)
             values = values.view(t1, batch)
         logp, entropy = self.logp_entropy(out[:-1].flatten(0, 1), actions.flatten(0, 1))
