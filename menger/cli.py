@@ -130,14 +130,24 @@ def _finish(result, config, stopper=None) -> int:
     from menger.logging import print_summary
     from menger.plot import plot_run
 
+    from menger.league_runner import player_dirs
+
     print_summary(result.final_metrics, target_return=config.stop.target_return)
-    try:
-        png = plot_run(result.run_dir)
-        plot_line = f"plot:    {png}"
-    except Exception as exc:  # noqa: BLE001 - a plot failure must not hide the results
-        plot_line = f"plot:    not written ({exc})"
-    print(f"results: {result.run_dir}  (metrics.jsonl, tb/, checkpoints/, config.yaml)")
-    print(plot_line)
+    players = player_dirs(result.run_dir)  # a league: one run directory per learner
+    plot_lines = []
+    for name, run_dir in (players.items() if players else [("", result.run_dir)]):
+        try:
+            plot_lines.append(f"plot:    {plot_run(run_dir)}")
+        except Exception as exc:  # noqa: BLE001 - a plot failure must not hide the results
+            plot_lines.append(f"plot:    not written for {name or run_dir} ({exc})")
+    if players:
+        print(f"results: {result.run_dir}  (league/, players/{{{','.join(players)}}}/ with metrics.jsonl, tb/, "
+              "checkpoints/, config.yaml)")
+    else:
+        print(f"results: {result.run_dir}  (metrics.jsonl, tb/, checkpoints/, config.yaml)")
+    print("\n".join(plot_lines))
+    if config.league.mode != "none":
+        print(f"league:  menger league {result.run_dir}   (players by Elo, payoff.png)")
     if stopper is not None and stopper.received is not None:
         import signal
 

@@ -60,7 +60,8 @@ class MultiAgentConfig:
         "local", doc="what the value function sees beyond the agent's observation: local (nothing), state (the "
         "env's global state()), team (every teammate's observation): a centralised critic (MAPPO)")
     opponent: str = field("random", doc="who plays the other agents when no league chooses: random, "
-                          "alphabeta:DEPTH (Connect Four), bot:NAME (the env's scripted bots)")
+                          "alphabeta:DEPTH (Connect Four), bot:NAME (the env's scripted bots), run:PATH (another "
+                          "run's newest policy, frozen: e.g. the main agent an exploiter is trained against)")
 
 
 @dataclass(frozen=True)
@@ -264,8 +265,8 @@ class ReplayConfig:
 class LeagueConfig:
     """Self-play against one's own snapshots, or an AlphaStar league of main agents and exploiters."""
 
-    mode: Literal["off", "selfplay", "league"] = field(
-        "selfplay", doc="off: no league (a multi-agent env plays env.multiagent.opponent); selfplay: one main agent plays its own snapshots (league.opponent says which); league: "
+    mode: Literal["none", "selfplay", "league"] = field(
+        "selfplay", doc="none: no league (a multi-agent env plays env.multiagent.opponent); selfplay: one main agent plays its own snapshots (league.opponent says which); league: "
         "main agents, main exploiters and league exploiters (AlphaStar)")
     opponent: Literal["latest", "uniform", "pfsp"] = field(
         "latest", doc="selfplay: the opponent of each game: latest (the newest snapshot), uniform (any snapshot or "
@@ -505,7 +506,7 @@ class ExperimentConfig:
     sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
     replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, r2d2, sac)")
     eval: EvalConfig = field(default_factory=EvalConfig, doc="deterministic evaluation during training")
-    league: LeagueConfig = field(default_factory=lambda: LeagueConfig(mode="off"), doc="multi-agent envs: "
+    league: LeagueConfig = field(default_factory=lambda: LeagueConfig(mode="none"), doc="multi-agent envs: "
                                  "self-play against snapshots, or an AlphaStar league of several learners")
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig, doc="actors, coordination, devices, liveness")
     stop: StopConfig = field(default_factory=lambda: StopConfig(env_frames=1_000_000), doc="when to stop")

@@ -155,6 +155,21 @@ def matched(games: int) -> Callable[[Ran], None]:
     return check
 
 
+def leagued(ran: Ran) -> None:
+    """A league run: one ordinary run directory per learner, and the league's state beside them."""
+    run = ran.run_dir()
+    assert (run / "league" / "state.json").exists(), "no league/state.json"
+    players = sorted(p.name for p in (run / "players").iterdir())
+    assert players == ["league_exploiter_0", "main_0", "main_exploiter_0"], players
+    for name in players:
+        assert list((run / "players" / name / "checkpoints").iterdir()), f"{name} has no checkpoint"
+
+
+def ranked(ran: Ran) -> None:
+    assert "Elo" in ran.stdout and "main_0" in ran.stdout, ran.stdout
+    assert re.search(r"payoff: \S+payoff\.png", ran.stdout), ran.stdout
+
+
 def swept(ran: Ran) -> None:
     sweep = ran.cwd / "sweep"
     assert list(sweep.glob("*.png")) and list(sweep.glob("*.csv")), "the sweep wrote no PNG and CSV"
@@ -207,6 +222,17 @@ COMMANDS: dict[str, Entry] = {
         "a budget of 5 s, not 600", run="menger place ariane133_ng45 --method rl --budget 5 --out out/",
         check=placed),
     "menger cost ariane133_ng45 out/placement.plc": Entry("", check=costed),
+    "menger train connect4-selfplay --run-dir runs/c4": Entry("", check=trained),
+    "menger match runs/c4 --opponent alphabeta:4 --games 400": Entry(
+        "20 games, not 400", run="menger match runs/c4 --opponent alphabeta:4 --games 20", check=matched(20)),
+    "menger league runs/c4": Entry("", check=ranked),
+    "menger train wargame-mappo --run-dir runs/wargame": Entry("", check=trained),
+    "menger match runs/wargame --opponent bot:focus-fire --games 200 --seed 100000": Entry(
+        "4 games, not 200", run="menger match runs/wargame --opponent bot:focus-fire --games 4 --seed 100000"),
+    "menger train connect4-league --run-dir runs/c4-league": Entry("", check=leagued),
+    "menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --games 100": Entry(
+        "10 games, not 100", run="menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --games 10",
+        check=matched(10)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent random --games 400": Entry(
         "", check=matched(400)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent alphabeta:1 --games 100 --json":

@@ -248,11 +248,11 @@ def _opponents(config, envs, league: tuple[str, str] | None, seed: int):
     from menger.league.opponents import FixedOpponents, TableOpponents
     from menger.league.snapshots import SnapshotStore
 
-    if league is None:
-        return FixedOpponents(config.env.multiagent.opponent, config.env.id, seed)
     template = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
                             config.env.normalize)  # the frozen players' network: parameters come from snapshots
     template.eval()
+    if league is None:
+        return FixedOpponents(config.env.multiagent.opponent, config.env.id, seed, template)
     table, snapshots = league
     return TableOpponents(table, SnapshotStore(snapshots), template, config.env.id, seed + 1)
 

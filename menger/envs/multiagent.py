@@ -279,12 +279,13 @@ class MultiAgentVecEnv:
             requests: dict[str, list] = {}
             for g in pending:
                 game = self.games[g]
+                state = game.unwrapped  # read through PettingZoo's wrapper chain, attribute reads cost a third
                 while True:
-                    if not game.agents:
+                    if not state.agents:
                         self._end_game(g, self._outcomes.pop(g, None))  # the next game: its sides may swap
                         continue
                     learner = self._learned(g)[0]
-                    agent = game.agent_selection
+                    agent = state.agent_selection
                     obs, r, term, trunc, info = game.last()
                     if term or trunc:
                         self._returns[g, 0 if agent == learner else 1] += r

@@ -37,20 +37,46 @@ def read_table(path: str | Path) -> dict:
 
 
 class FixedOpponents:
-    """One opponent for every game (`env.multiagent.opponent`: random or a bot), when no league chooses."""
+    """One opponent for every game (`env.multiagent.opponent`), when no league chooses: `random`, a bot, or
+    `run:PATH`, the newest policy of another run (e.g. the main agent an exploiter is trained against), played
+    frozen; its network must be the one this run builds (`template`)."""
 
-    def __init__(self, spec: str, env_id: str, seed: int):
+    def __init__(self, spec: str, env_id: str, seed: int, template=None):
         self.spec = spec
-        self.bot = None if spec == "random" else make_bot(spec, env_id, seed)
         self.rng = np.random.default_rng(seed)
+        self.bot, self.frozen = None, None
+        if spec.startswith("run:"):
+            if template is None:
+                raise ValueError(f"opponent {spec!r}: a run's policy needs the network to play it with")
+            self.frozen = FrozenPolicy(template, run_parameters(spec[4:], template), torch.Generator().manual_seed(seed))
+        elif spec != "random":
+            self.bot = make_bot(spec, env_id, seed)
 
     def assign(self, game: int) -> str:
         return self.spec
 
     def act(self, name: str, raw: list, encoded: dict) -> np.ndarray:
+        if self.frozen is not None:
+            return self.frozen.act(encoded)
         if self.bot is None:
             return random_legal(encoded, self.rng)
         return act_all(self.bot, raw, encoded.get(MASK_KEY))
+
+
+def run_parameters(run_dir: str, template) -> dict:
+    """The newest checkpoint's policy parameters of the run in `run_dir`, checked against `template`'s."""
+    from menger.checkpoint import CheckpointManager, unflatten_state
+
+    checkpoint = CheckpointManager(Path(run_dir) / "checkpoints").load_latest()
+    if checkpoint is None:
+        raise FileNotFoundError(f"opponent run:{run_dir}: no checkpoint there (a league's learner is "
+                                f"RUN/players/NAME)")
+    params = unflatten_state(checkpoint.tensors, checkpoint.metadata)["learner"]["model"]
+    mine = template.state_dict()
+    if set(params) != set(mine) or any(params[k].shape != mine[k].shape for k in mine):
+        raise ValueError(f"opponent run:{run_dir} has another network than this run (model.hidden, model.agents, "
+                         "the env's spaces): train with the same model settings to play it")
+    return params
 
 
 class TableOpponents:

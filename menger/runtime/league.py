@@ -74,8 +74,10 @@ class LeagueHub:
                     spec = f"snapshot:{row.snapshot_key}"
                 elif row.spec is not None:
                     spec = row.spec
-                else:  # a learner, as it is now: its newest stored parameters
+                elif row.name in self.current:  # a learner, as it is now: its newest stored parameters
                     spec = f"snapshot:{self.current[row.name]}"
+                else:  # a learner whose trainer has not started yet: in the table from the next refresh
+                    continue
                 entries.append({"name": row.name, "spec": spec, "weight": float(row.weight)})
             self.table_version += 1
             write_table(self.table_path(player), entries, self.table_version)

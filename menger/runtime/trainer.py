@@ -145,6 +145,10 @@ class Trainer:
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s,
                                   cfg.runtime.envs_per_actor, facts)
             self._multiagent = facts["multiagent"]
+            if self._multiagent and cfg.algo in OFF_POLICY:
+                raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
+                                  "unfinished agents are not given to the replay algorithms yet; train it with "
+                                  "ppo, impala or appo")
             try:
                 with torch.random.fork_rng(devices=[]):
                     build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
@@ -208,7 +212,7 @@ class Trainer:
         if self._league_given is not None:
             hub, player = self._league_given
             return LeagueKeeper(hub, player, self.cfg.league.publish_s)
-        if self.cfg.league.mode == "off":
+        if self.cfg.league.mode == "none":
             return None
         if not getattr(self, "_multiagent", False):
             raise ConfigError(f"league.mode={self.cfg.league.mode} needs a multi-agent env (a PettingZoo env given as "
