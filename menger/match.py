@@ -29,7 +29,6 @@ its seat; the opponent for all the others.
 """
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import math
@@ -39,12 +38,13 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from menger.envs import bots
+
 Z_95 = 1.959963984540054  # the two-sided 95 % normal quantile
 
 # Menger's bots for envs defined elsewhere: the env id's module -> the module whose BOTS / make_bot play it.
 # An env module of its own (menger.envs.wargame, a user's "mypkg.game:env") is asked itself.
-BOT_MODULES = {"pettingzoo.classic.connect_four_v3": "menger.envs.connect_four",
-               "pettingzoo.classic.connect_four.connect_four": "menger.envs.connect_four"}
+BOT_MODULES = bots.BOT_MODULES
 TRUSTED_MODULES = ("menger",)
 
 
@@ -328,28 +328,11 @@ def bot_module(env_id: str) -> str:
 
 
 def env_bot(name: str, env_id: str, seed: int = 0):
-    """The env's own bot `name` (its module's `make_bot(name, seed=)`, or `BOTS[name]`)."""
-    module_name = bot_module(env_id)
+    """The env's own bot `name` (`menger.envs.bots.env_bot`, its module found from a registry id too)."""
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise MatchError(f"cannot import {module_name} for the bots of {env_id!r} ({exc})") from exc
-    bots = getattr(module, "BOTS", None)
-    make_bot = getattr(module, "make_bot", None)
-    if bots is None and make_bot is None:
-        raise MatchError(f"the env {env_id!r} has no bots of Menger's ({module_name} defines no BOTS); play "
-                         "random, a run directory or your own package.module:Factory")
-    base = name.partition(":")[0]
-    if bots is not None and base not in bots:
-        close = difflib.get_close_matches(base, list(bots), n=1)
-        raise MatchError(f"the env {env_id!r} has no bot {base!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-                         + f" Its bots ({module_name}.BOTS): {', '.join(bots)}")
-    try:
-        if make_bot is not None:
-            return make_bot(name, seed=seed)
-        return _construct(bots[base], seed)
-    except (TypeError, ValueError) as exc:
-        raise MatchError(f"bot {name!r} of {env_id!r}: {exc}") from exc
+        return bots.env_bot(name, env_id, seed, module_name=bot_module(env_id))
+    except bots.BotError as exc:
+        raise MatchError(str(exc)) from exc
 
 
 def imported_player(spec: str, seed: int = 0, allow_import=()):
@@ -376,14 +359,7 @@ def imported_player(spec: str, seed: int = 0, allow_import=()):
     return built
 
 
-def _construct(factory, seed: int):
-    """`factory(seed=seed)` if it takes a seed, else `factory()`."""
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        parameters = {}
-    takes_seed = "seed" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
-    return factory(seed=seed) if takes_seed else factory()
+_construct = bots.construct
 
 
 def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0):

@@ -9,6 +9,7 @@ import pytest
 from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.runtime import Observer
+from menger.runtime.league import LeagueHub
 
 C4 = "pettingzoo.classic.connect_four_v3:env"
 
@@ -83,6 +84,10 @@ def test_a_league_trains_every_learner_and_resumes(tmp_path):
     exploiter = [json.loads(line) for line in (run / "players" / "main_exploiter_0" / "metrics.jsonl").open()]
     assert exploiter[-1]["league/resets"] >= 1  # main exploiters go back to their first parameters
     members = len(state["players"])
+    saved = json.loads((run / "league" / "hub.json").read_text())
+    hub = LeagueHub(api.load_run_config(run).league, tmp_path / "elsewhere", seed=99)
+    hub.load_state(saved)  # what `menger resume` does before any learner starts
+    assert hub.state() == saved  # payoff, Elo, members and their snapshot keys, step counters, the generator
     api.resume(run, overrides=["stop.env_frames=2560"])
     after = json.loads((run / "league" / "state.json").read_text())
     assert len(after["players"]) > members  # it went on from the saved league, not from an empty one
