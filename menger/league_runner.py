@@ -59,7 +59,22 @@ def run_league(config, run_dir: Path, *, resume: bool, make_loggers, lock, obser
         trainer.preflight()
     run_dir.mkdir(parents=True, exist_ok=True)
     with lock(run_dir):
-        return _run(config, run_dir, hub, trainers, resume, make_loggers, progress_for)
+        session = _shared_session(config)
+        try:
+            return _run(config, run_dir, hub, trainers, resume, make_loggers, progress_for)
+        finally:
+            if session is not None:
+                session.shutdown()
+
+
+def _shared_session(config):
+    """On Ray, one session for every learner, joined before they start (so none of them owns it and shuts it down
+    under the others)."""
+    if config.runtime.launcher != "ray":
+        return None
+    session = make_launcher(config.runtime)
+    session.connect(config.runtime.ray.address)
+    return session
 
 
 def _run(config, run_dir: Path, hub: LeagueHub, trainers: dict[str, Trainer], resume: bool, make_loggers,

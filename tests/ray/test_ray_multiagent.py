@@ -26,3 +26,15 @@ def test_selfplay_on_ray_actors(cluster, tmp_path, preset, rows, frames):
     snapshots = [p for p in state["players"] if p["role"] == "historical"]
     assert snapshots and sum(p["games"] for p in state["players"] if p["name"] == "main_0") > 0
     assert run.final_metrics["league/games"] > 0
+
+
+def test_a_league_of_three_learners_on_one_ray_session(cluster, tmp_path):
+    run = api.train("connect4-league", overrides=[*SMALL_RAY_RUN, *SELFPLAY[1:], "runtime.actors=1",
+                                                  "runtime.envs_per_actor=8", "runtime.unroll_length=16",
+                                                  "league.fixed_opponents=[random]", "stop.env_frames=1024",
+                                                  "stop.wall_clock_s=null"],
+                    run_dir=str(tmp_path / "league"))
+    state = json.loads((run.run_dir / "league" / "state.json").read_text())
+    parents = {p["parent"] for p in state["players"] if p["role"] == "historical"}
+    assert parents == {"main_0", "main_exploiter_0", "league_exploiter_0"}
+    assert ray.is_initialized()  # the test's cluster: the league joined it and left it running
