@@ -134,6 +134,9 @@ class RandomBot:
         return legal[int(self.rng.integers(len(legal)))]
 
 
+KNOWN_POSITIONS = 200_000  # positions whose best moves a bot keeps (about 50 MB at most)
+
+
 class AlphaBeta:
     """Negamax with alpha-beta pruning, `depth` plies deep, then the window heuristic.
 
@@ -148,15 +151,26 @@ class AlphaBeta:
         self.depth = depth
         self.rng = np.random.default_rng(seed)
         self.nodes = 0  # nodes searched since the bot was made (benchmarks read it)
+        self._known: dict[tuple[int, int, frozenset], list[int]] = {}  # position -> its best moves (searched once)
 
     def act(self, observation, action_mask=None) -> int:
         return int(self.rng.choice(self.best_moves(observation, action_mask)))
 
     def best_moves(self, observation, action_mask=None) -> list[int]:
-        """Every legal column with the best search score."""
+        """Every legal column with the best search score. The search is a function of the position, so each
+        position is searched once and its best moves kept (games repeat their openings: the bot plays several
+        times faster against a learner, and draws among the same moves as before)."""
         own, opponent = bitboards(observation)
+        legal = frozenset(legal_columns(observation, action_mask))
+        key = (own, opponent, legal)
+        if key not in self._known:
+            if len(self._known) >= KNOWN_POSITIONS:
+                self._known.clear()
+            self._known[key] = self._search(own, opponent, legal)
+        return self._known[key]
+
+    def _search(self, own: int, opponent: int, legal: frozenset) -> list[int]:
         occupied = own | opponent
-        legal = set(legal_columns(observation, action_mask))
         moves = [(column, (occupied + BOTTOM[column]) & COLUMN_MASK[column])
                  for column in CENTRE_FIRST if column in legal and not occupied & TOP[column]]
         if not moves:
