@@ -281,6 +281,10 @@ class LeagueConfig:
     fixed_opponents: tuple[str, ...] = field(
         (), doc="opponents that never learn, each a spec the runtime knows how to build (e.g. 'bot:random', "
         "'alphabeta:2'); they play like snapshots: in PFSP and in the snapshot rules")
+    fixed_share: float = field(0.0, min=0.0, max=1.0, doc="selfplay with opponent uniform or pfsp: this share of the "
+                               "games goes to the fixed opponents, evenly, and the rest to the snapshots as "
+                               "league.opponent says (0: fixed opponents are drawn like snapshots, so one the "
+                               "agent beats is soon hardly played)")
     main_mix: tuple[float, ...] = field(
         (0.5, 0.35, 0.15), doc="league: the main agents' share of games by branch: PFSP over all snapshots, "
         "self-play against the current main agents, verification (exploiter snapshots it loses to, then its own "

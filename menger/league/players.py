@@ -163,6 +163,14 @@ def _selfplay(me: Player, players: Sequence[Player], win_rate: WinRate, cfg: Lea
     pool = _frozen(players)
     if not pool:
         return {me.name: 1.0}
+    fixed = [player for player in pool if player.role == FIXED]
+    if cfg.fixed_share > 0 and fixed and len(fixed) < len(pool):  # the fixed ones get their share whatever
+        rest = [player for player in pool if player.role != FIXED]
+        return _mix([(cfg.fixed_share, _uniform(fixed)), (1.0 - cfg.fixed_share, _chosen(me, rest, win_rate, cfg))])
+    return _chosen(me, pool, win_rate, cfg)
+
+
+def _chosen(me: Player, pool: Sequence[Player], win_rate: WinRate, cfg: LeagueConfig) -> Distribution:
     return _uniform(pool) if cfg.opponent == "uniform" else _pfsp(me, pool, win_rate, cfg.pfsp_weighting)
 
 

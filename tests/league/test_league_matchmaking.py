@@ -143,3 +143,20 @@ def test_only_learners_choose_opponents_and_members_are_checked():
         league.add_player("main", "main_0")
     with pytest.raises(ValueError, match="selfplay league has one main agent"):
         League(LeagueConfig()).add_player("main_exploiter", "x")
+
+
+def test_selfplay_gives_the_fixed_opponents_their_share_however_often_they_are_beaten():
+    cfg = LeagueConfig(mode="selfplay", opponent="pfsp", pfsp_weighting="linear_capped", fixed_share=0.6,
+                       fixed_opponents=("random", "alphabeta:4"), min_snapshot_steps=0, snapshot_steps=1, **EXACT)
+    league = League(cfg, seed=0)
+    league.update_steps("main_0", 1)
+    league.snapshot("main_0", "k1")
+    league.update_steps("main_0", 2)
+    league.snapshot("main_0", "k2")
+    play(league, "main_0", "random", wins=99, losses=1)  # beaten: PFSP alone would all but drop it
+    play(league, "main_0", "main_0@1", wins=9, losses=1)
+    play(league, "main_0", "main_0@2", wins=5, losses=5)
+    assert table(league, "main_0") == pytest.approx({"random": 0.3, "alphabeta:4": 0.3,
+                                                     "main_0@1": 0.4 * 0.1 / 0.6, "main_0@2": 0.4 * 0.5 / 0.6})
+    plain = League(LeagueConfig(**{**cfg.__dict__, "fixed_share": 0.0}), seed=0)
+    assert "random" in table(plain, "main_0")  # without a share the fixed ones are PFSP's like the rest
