@@ -105,6 +105,9 @@ def _run(config, run_dir: Path, hub: LeagueHub, trainers: dict[str, Trainer], re
 
     threads = [threading.Thread(target=train, args=item, name=f"menger-league-{item[0]}", daemon=True)
                for item in trainers.items()]
+    for observer in trainers[names[0]].observers:  # signal handlers live in this thread: they stop every learner
+        if hasattr(observer, "watch"):
+            observer.watch(lambda: [trainer.request_stop() for trainer in trainers.values()])
     try:
         for thread in threads:
             thread.start()

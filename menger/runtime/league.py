@@ -130,8 +130,8 @@ class LeagueKeeper:
         with self.hub.lock:
             league = self.hub.league
             for opponent, score in results:
-                if opponent in ("random",) and not _member(league, opponent):
-                    continue  # a probe's stand-in before the first table: not a league member
+                if not _member(league, opponent):
+                    continue  # "random" before an actor read its first table: not a league member
                 league.record(self.player, opponent, score)
                 self.games += 1
                 self.scores.append(score)

@@ -93,6 +93,12 @@ class StopOnSignals(Observer):
         for signum in self.signals:
             self._previous[signum] = signal.signal(signum, functools.partial(self._handle, trainer))
 
+    def watch(self, stop) -> None:
+        """Install the handlers for a run whose trainers are not in the main thread (a league's learners): a
+        signal calls `stop()` (from the main thread, which must call this)."""
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, functools.partial(self._handle, _Stopper(stop)))
+
     def _handle(self, trainer, signum: int, frame) -> None:
         if self.received is not None:
             raise KeyboardInterrupt(f"a second {signal.Signals(signum).name}")
@@ -106,3 +112,10 @@ class StopOnSignals(Observer):
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous = {}
+
+
+class _Stopper:
+    """What `StopOnSignals.watch` hands its handler in place of a trainer."""
+
+    def __init__(self, stop):
+        self.request_stop = stop

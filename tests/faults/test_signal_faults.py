@@ -48,3 +48,24 @@ def test_a_second_stop_signal_interrupts_at_once(harness):
     learner.send_signal(signal.SIGTERM)
     code = learner.wait(60)
     assert code in (128 + signal.SIGTERM, 130), (harness.tmp_path / "train.log").read_text()
+
+
+def test_a_stop_signal_stops_every_learner_of_a_league_with_its_checkpoint(harness):
+    """A league's learners run in threads, where no signal handler can live: the main thread's stops them all."""
+    run_dir = harness.tmp_path / "league"
+    log_path = harness.tmp_path / "train.log"
+    league = ["model.hidden=[32,32]", "runtime.envs_per_actor=8", "league.fixed_opponents=[random]",
+              "league.min_snapshot_steps=256", "league.snapshot_steps=512", "stop.wall_clock_s=null"]
+    learner = harness.start_menger("train", "connect4-league", "--no-progress", "--run-dir", str(run_dir),
+                                   *[f"--set={item}" for item in SETTINGS + league], log_path=log_path)
+    players = [run_dir / "players" / name for name in ("main_0", "main_exploiter_0", "league_exploiter_0")]
+    harness.wait_until(lambda: all(logged_updates(p) >= 3 for p in players) or learner.poll() is not None, 120,
+                       "three updates of every learner", poll_s=0.05)
+    assert learner.poll() is None, f"training ended early: {log_path.read_text()}"
+    learner.send_signal(signal.SIGTERM)
+    code = learner.wait(60)
+    assert code == 128 + signal.SIGTERM, log_path.read_text()
+    for player in players:
+        _, updates, _ = checkpoint_counters(player)
+        assert updates >= 3 and updates == logged_updates(player), player.name  # nothing learned was lost
+    assert (run_dir / "league" / "hub.json").exists()
