@@ -7,7 +7,7 @@ Each learner's Trainer holds a `LeagueKeeper` for its player::
     keeper.start(policy)                    # its first parameters: the table's "latest", and what a reset returns to
     keeper.record(meta.match_results)       # every unroll's finished games: payoff and Elo
     keeper.after_update(learner, frames)    # steps; a snapshot when due (and a reset for exploiters); the table
-    keeper.state() / keeper.load_state()    # into and out of the Trainer's checkpoint: the league resumes exactly
+    hub.state() / hub.load_state()          # into and out of the checkpoints: the league resumes exactly
 
 The keeper publishes its player's opponent table (`menger.league.opponents`) for the actors, who draw each game's
 opponent from it and play frozen snapshots from the host's store without copying them. Everything the league
