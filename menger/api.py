@@ -195,6 +195,7 @@ class Policy:
     def __init__(self, network, config: ExperimentConfig):
         self.network, self.config = network.eval(), config
         self.state = None
+        self.generator: torch.Generator | None = None  # sampled actions' randomness (None: torch's global one)
 
     def act(self, obs, deterministic: bool = True):
         """Actions for a batch of observations [N, *obs_shape] (or a dict of such), or for one observation
@@ -213,7 +214,7 @@ class Policy:
         batch = next(iter(tensors.values())).shape[0] if isinstance(tensors, dict) else tensors.shape[0]
         if self.network.lstm_size and (self.state is None or self.state.shape[1] != batch):
             self.state = self.network.initial_state(batch)
-        out = self.network.act(tensors, self.state, deterministic=deterministic)
+        out = self.network.act(tensors, self.state, deterministic=deterministic, generator=self.generator)
         self.state = out.state
         return self.network.codec.to_env(out.action.numpy())
 
@@ -260,9 +261,11 @@ class RunPlayer:
     action_mask, agent=None) -> action`, with one agent's observation in PettingZoo's format. `agent` (its name)
     matters only to a policy that tells teammates apart (`env.multiagent.agent_id`)."""
 
-    def __init__(self, policy: Policy, sides: tuple, deterministic: bool = True):
+    def __init__(self, policy: Policy, sides: tuple, deterministic: bool = True, seed: int = 0):
         self.policy, self.sides, self.deterministic = policy, sides, deterministic
         self.space = policy.network.obs_space
+        if not deterministic:  # sampled actions drawn from a seeded generator: a match replays from its --seed
+            policy.generator = torch.Generator().manual_seed(int(seed))
 
     def act(self, observation, action_mask=None, agent: str | None = None):
         from menger.envs.multiagent import AGENT_KEY, CRITIC_KEY, MASK_KEY, OBS_KEY
@@ -310,4 +313,4 @@ def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), 
     if not sides:
         raise ValueError(f"{run_dir} trained on {cfg.env.id!r}, which is not a multi-agent env: evaluate it with "
                          "menger eval instead")
-    return RunPlayer(loaded, sides, deterministic)
+    return RunPlayer(loaded, sides, deterministic, seed)

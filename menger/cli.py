@@ -87,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     ma.add_argument("--env", help="the PettingZoo env, package.module:factory or a PettingZoo registry id (default: "
                     "the run's env), e.g. pettingzoo.classic.connect_four_v3:env or classic/connect_four-v3")
     ma.add_argument("--seed", type=int, default=0, help="game g resets the env with seed + g")
+    ma.add_argument("--stochastic", action="store_true", help="runs sample their actions (seeded by --seed) instead "
+                    "of taking the most likely: two deterministic runs would play the same game in each seat")
     ma.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
     ma.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that a player, an opponent or the run's config may import "
@@ -241,8 +243,9 @@ def cmd_match(args) -> int:
 
     env_id, env_kwargs = match_env(args.player, args.env, args.allow_import)
     player_seed, opponent_seed = np.random.SeedSequence(args.seed).generate_state(2)
-    player = make_opponent(args.player, env_id, int(player_seed), args.allow_import, policy=args.policy)
-    opponent = make_opponent(args.opponent, env_id, int(opponent_seed), args.allow_import)
+    player = make_opponent(args.player, env_id, int(player_seed), args.allow_import, policy=args.policy,
+                           stochastic=args.stochastic)
+    opponent = make_opponent(args.opponent, env_id, int(opponent_seed), args.allow_import, stochastic=args.stochastic)
     result = play_match(env_factory(env_id, env_kwargs), player, opponent, args.games, args.seed)
     if args.json:
         print(json.dumps({"player": args.player, "opponent": args.opponent, "env": env_id, "seed": args.seed,

@@ -294,13 +294,16 @@ class RandomPlayer:
         return int(legal[self.rng.integers(legal.size)])
 
 
-def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy: str | None = None):
+def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy: str | None = None,
+                  stochastic: bool = False):
     """A player from its spec (the first argument of `menger match` is read the same way):
 
     * ``random``: a legal action uniformly at random;
     * ``alphabeta:DEPTH``, ``bot:NAME``: the env's own bots, from the ``make_bot`` / ``BOTS`` of its module
       (``BOT_MODULES`` maps envs defined elsewhere: Connect Four -> ``menger.envs.connect_four``);
-    * a run directory: a trained Menger policy (``menger.api.run_player``), its ``policy`` if named;
+    * a run directory: a trained Menger policy (``menger.api.run_player``), its ``policy`` if named; its most
+      likely action, or one sampled from a generator seeded by `seed` with ``stochastic`` (two deterministic
+      policies play only one game per seat);
     * ``package.module:Factory``: any object with ``act(observation, action_mask)``, built as
       ``Factory(seed=seed)`` or ``Factory()``; imported only if its module is in ``allow_import`` (or Menger's).
     """
@@ -314,7 +317,7 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
     if spec.startswith("bot:"):
         return env_bot(spec[len("bot:"):], env_id, seed)
     if Path(spec).is_dir():
-        return run_player(spec, policy, allow_import, seed)
+        return run_player(spec, policy, allow_import, seed, deterministic=not stochastic)
     if ":" in spec:
         return imported_player(spec, seed, allow_import)
     raise MatchError(f"unknown player {spec!r}: give random, alphabeta:DEPTH, bot:NAME, a run directory or "
@@ -362,12 +365,13 @@ def imported_player(spec: str, seed: int = 0, allow_import=()):
 _construct = bots.construct
 
 
-def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0):
+def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0, deterministic: bool = True):
     """A trained Menger run as a player (`menger.api.run_player`)."""
     from menger import api
 
     try:
-        return api.run_player(run_dir, policy=policy, allow_import=tuple(allow_import), seed=seed)
+        return api.run_player(run_dir, policy=policy, allow_import=tuple(allow_import), seed=seed,
+                              deterministic=deterministic)
     except (ValueError, FileNotFoundError) as exc:
         raise MatchError(f"{run_dir} cannot be loaded as a player: {exc}") from exc
 

@@ -112,7 +112,9 @@ def test_a_run_directory_plays_through_api_run_player(tmp_path, monkeypatch):
                         raising=False)
     assert isinstance(make_opponent(str(tmp_path), CONNECT_FOUR, seed=3, allow_import=["x"], policy="main"),
                       RandomPlayer)
-    assert calls == [((str(tmp_path),), {"policy": "main", "allow_import": ("x",), "seed": 3})]
+    make_opponent(str(tmp_path), CONNECT_FOUR, seed=4, stochastic=True)
+    assert calls == [((str(tmp_path),), {"policy": "main", "allow_import": ("x",), "seed": 3, "deterministic": True}),
+                     ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 4, "deterministic": False})]
     with pytest.raises(MatchError, match="--policy names a policy of a run directory"):
         make_opponent("random", CONNECT_FOUR, policy="main")
 

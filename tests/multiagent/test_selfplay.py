@@ -8,6 +8,7 @@ import pytest
 
 from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
+from menger.cli import main
 from menger.runtime import Observer
 from menger.runtime.league import LeagueHub
 
@@ -50,6 +51,13 @@ def test_selfplay_records_games_takes_snapshots_and_plays_them(tmp_path):
     table = json.loads((run / "league" / "tables" / "main_0.json").read_text())
     newest = snapshots[-1]
     assert [e["spec"] for e in table["entries"]] == [f"snapshot:{newest['snapshot_key']}"]  # latest
+
+    def draws(seed):  # a run that samples its moves (`menger match --stochastic`) draws them from its own seed
+        player = api.run_player(run, seed=seed, deterministic=False)
+        return [int(player.act(*_first_observation())) for _ in range(30)]
+
+    assert draws(1) == draws(1) and len(set(draws(1))) > 1 and draws(1) != draws(2)
+    assert main(["match", str(run), "--opponent", str(run), "--stochastic", "--games", "4"]) == 0
     assert result.final_metrics["league/games"] > 100 and "league/elo" in result.final_metrics
 
 
