@@ -231,7 +231,8 @@ COMMANDS: dict[str, Entry] = {
         "4 games, not 200", run="menger match runs/wargame --opponent bot:focus-fire --games 4 --seed 100000"),
     "menger train connect4-league --run-dir runs/c4-league": Entry("", check=leagued),
     "menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --stochastic --games 100": Entry(
-        "10 games, not 100", run="menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --stochastic --games 10",
+        "10 games, not 100",
+        run="menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --stochastic --games 10",
         check=matched(10)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent random --games 400": Entry(
         "", check=matched(400)),
