@@ -1,7 +1,6 @@
 """The network side of the multi-agent training modes: a centralised critic (`critic_state`, seen by the value
 function alone), independent parameters (`model.agents=K`, `AgentBank`) and shared parameters (one network, the
 `agent_id` an input), through every entry point actors, learners, central inference and export use."""
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
