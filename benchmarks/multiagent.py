@@ -4,9 +4,9 @@
   against Menger's self-play: `MultiAgentVecEnv` of `--games` games in which the learned side acts with a policy
   network and the other side with a frozen snapshot of it from the `SnapshotStore` (both batched across the
   games), torch on one thread. Games/s, medians of `--repeats` windows.
-* **Wargame**: raw env agent steps/s with random allowed actions (the vectorised core at 8 games, and the
-  PettingZoo ParallelEnv) against the training steps/s of a `wargame-mappo` run of `--train-s` seconds on this
-  machine (2 actor processes, the learner in this one), which also plays the scripted bots and its snapshots.
+* **Wargame**: raw env game steps/s with random allowed actions (the vectorised core at 8 games) against the
+  game steps/s learned from in a `wargame-mappo` run of `--train-s` seconds on this machine (2 actor processes,
+  the learner in this one; the other team played by the scripted bots and its snapshots).
 * **Connect Four training**: games/s of a `connect4-selfplay` run of `--train-s` seconds (against random and its
   snapshots: the alpha-beta opponents are left out, their search would be what is measured).
 
@@ -71,7 +71,8 @@ def selfplay_games_per_second(games: int, seconds: float, store_dir: Path) -> fl
     return len(envs.pop_results()) / (time.perf_counter() - started)
 
 
-def wargame_raw_agent_steps(seconds: float, games: int = 8) -> float:
+def wargame_raw_game_steps(seconds: float, games: int = 8) -> float:
+    """Game steps/s of the vectorised core (each moves both teams' units: 2 x 5 agent steps)."""
     config = WargameConfig()
     batch, rng = WargameBatch(config, games), np.random.default_rng(0)
     out = batch.reset(seed=0)
@@ -82,7 +83,7 @@ def wargame_raw_agent_steps(seconds: float, games: int = 8) -> float:
         if out.done.any():
             out = batch.reset(games=out.done)
         steps += 1
-    return steps * games * 2 * config.num_units / (time.perf_counter() - started)
+    return steps * games / (time.perf_counter() - started)
 
 
 def training(preset: str, seconds: float, overrides: list[str]) -> dict:
@@ -107,14 +108,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Connect Four, one core: PettingZoo random play {statistics.median(rates):,.0f} games/s; Menger self-play "
           f"({args.games} games, both sides a policy network, one a frozen snapshot) "
           f"{statistics.median(selfplay):,.0f} games/s; ratio {statistics.median(selfplay) / statistics.median(rates):.2f}")
-    raw = statistics.median(wargame_raw_agent_steps(args.seconds) for _ in range(args.repeats))
-    print(f"wargame raw env, 8 games, random actions: {raw:,.0f} agent steps/s")
+    units = WargameConfig().num_units
+    raw = statistics.median(wargame_raw_game_steps(args.seconds) for _ in range(args.repeats))
+    print(f"wargame raw env, 8 games, random actions: {raw:,.0f} game steps/s ({raw * 2 * units:,.0f} agent steps "
+          f"of both teams)")
     if args.train_s > 0:
         wargame = training("wargame-mappo", args.train_s, [])
-        fps = wargame["time/env_frames"] / wargame["time/wall_s"]
-        print(f"wargame-mappo training, {args.train_s:g} s: {fps:,.0f} agent steps/s learned from "
-              f"({wargame['time/env_frames']:,} in {wargame['time/wall_s']:.0f} s); raw / training "
-              f"{raw / fps:.1f}x")
+        steps = wargame["time/env_frames"] / units / wargame["time/wall_s"]  # a frame: one learned agent's step
+        print(f"wargame-mappo training, {args.train_s:g} s: {steps:,.0f} game steps/s learned from "
+              f"({wargame['time/env_frames']:,} frames of the {units} learned units in {wargame['time/wall_s']:.0f} "
+              f"s); raw / training {raw / steps:.1f}x")
         c4 = training("connect4-selfplay", args.train_s, ["league.fixed_opponents=[random]"])
         print(f"connect4-selfplay training, {args.train_s:g} s: {c4['league/games'] / c4['time/wall_s']:,.0f} "
               f"games/s ({c4['time/env_frames'] / c4['time/wall_s']:,.0f} moves of the learner/s)")
