@@ -98,9 +98,12 @@ class EnvConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    encoder: Literal["auto", "mlp", "cnn", "cnn_shallow"] = field(
-        "auto", doc="auto: a Nature CNN for [C,H,W] images, else an MLP; cnn_shallow: IMPALA's shallow CNN (3x cheaper)")
+    encoder: Literal["auto", "mlp", "cnn", "cnn_shallow", "board"] = field(
+        "auto", doc="auto: a Nature CNN for [C,H,W] images, else an MLP; cnn_shallow: IMPALA's shallow CNN (3x "
+        "cheaper); board: 3x3 convolutions that keep the size of an [H,W,C] board (PettingZoo's classic games), "
+        "then the MLP")
     hidden: tuple[int, ...] = field((64, 64), doc="MLP layer sizes (the CNN uses the last one for its dense layer)")
+    board_channels: tuple[int, ...] = field((64, 64), doc="encoder board: the channels of each 3x3 convolution")
     activation: Literal["tanh", "relu"] = field("tanh", doc="MLP activation")
     lstm_size: int = field(0, min=0, doc="size of an LSTM core after the encoder; 0 = no recurrent core")
     separate_value: bool = field(True, doc="give the value head its own MLP encoder (MLP encoders only)")
@@ -119,6 +122,9 @@ class ModelConfig:
             raise ConfigError(f"model.agents={self.agents} with model.lstm_size={self.lstm_size}: independent agents' "
                               "networks are feed-forward; unset model.lstm_size, or share one recurrent network "
                               "(model.agents=0, the agent_id entry an input of it)")
+        if not self.board_channels or any(size < 1 for size in self.board_channels):
+            raise ConfigError(f"model.board_channels={list(self.board_channels)}: give one channel count >= 1 per "
+                              "convolution, e.g. model.board_channels=[64,64]")
         if any(size < 1 for size in self.hidden):
             raise ConfigError(f"model.hidden={list(self.hidden)}: every layer needs at least one unit; "
                               "write the sizes you want, e.g. model.hidden=[64,64]")

@@ -20,10 +20,11 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
     if algo == "r2d2":
         return RecurrentQNetwork(obs_space, action_space, lstm_size=model_cfg.lstm_size, encoder=model_cfg.encoder,
                                  hidden=tuple(model_cfg.hidden), activation=model_cfg.activation,
-                                 dueling=model_cfg.dueling)
+                                 dueling=model_cfg.dueling, board_channels=tuple(model_cfg.board_channels))
     if algo == "apex":
         return QNetwork(obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
-                        activation=model_cfg.activation, dueling=model_cfg.dueling)
+                        activation=model_cfg.activation, dueling=model_cfg.dueling,
+                        board_channels=tuple(model_cfg.board_channels))
     if algo == "sac":
         return SquashedGaussianActor(obs_space, action_space, encoder=model_cfg.encoder,
                                      hidden=tuple(model_cfg.hidden), activation=model_cfg.activation)
@@ -31,7 +32,7 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
         encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
         activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
         network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
-        separate_value=model_cfg.separate_value,
+        separate_value=model_cfg.separate_value, board_channels=tuple(model_cfg.board_channels),
         obs_clip=normalize.clip_obs if normalize is not None and normalize.obs else None,
     )
     agents = getattr(model_cfg, "agents", 0)

@@ -20,6 +20,7 @@ from torch import nn
 MASK_KEY = "action_mask"
 AGENT_KEY = "agent_id"
 CRITIC_KEY = "critic_state"
+BOARD_KEY = "observation"  # a Dict observation's board, for the board encoder (PettingZoo's classic games' name)
 
 
 def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
@@ -86,6 +87,42 @@ class ImageCNN(nn.Module):
         return self.fc(self.conv(frames * self.scale))
 
 
+class BoardCNN(nn.Module):
+    """Board games' encoder: 3x3 convolutions that keep the board's size (padding 1, stride 1, so every cell keeps
+    its place and a pattern is seen the same wherever it lies), over the board's [H, W, C] planes as PettingZoo's
+    classic games give them (channels last; the Dict's "observation" entry), then an MLP over the flattened planes
+    and the other entries (an agent_id). An MLP on the raw planes must learn each threat anew on every square."""
+
+    def __init__(self, obs_space: gym.Space, channels: tuple[int, ...], hidden: tuple[int, ...],
+                 activation: str = "relu"):
+        super().__init__()
+        self.board_key = BOARD_KEY if isinstance(obs_space, gym.spaces.Dict) else ""
+        if self.board_key and BOARD_KEY not in obs_space.spaces:
+            raise ValueError(f"model.encoder=board reads the board from the observation's {BOARD_KEY!r} entry; "
+                             f"{obs_space} has none: name the board's entry {BOARD_KEY!r} or use model.encoder=mlp")
+        board = _entry_space(obs_space, self.board_key)
+        if not isinstance(board, gym.spaces.Box) or len(board.shape) != 3:
+            raise ValueError(f"model.encoder=board needs a board [H, W, C] (channels last, as PettingZoo's classic "
+                             f"games have it); got {board}: use model.encoder=mlp, or cnn for [C, H, W] images")
+        height, width, planes = board.shape
+        act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
+        layers: list[nn.Module] = []
+        for out in channels:
+            layers += [nn.Conv2d(planes, out, 3, padding=1), act()]
+            planes = out
+        self.conv = nn.Sequential(*layers)
+        self.others = [k for k in _entry_keys(obs_space) if k != self.board_key]
+        in_dim = planes * height * width + sum(int(np.prod(obs_space[k].shape)) for k in self.others)
+        self.net = _mlp([in_dim, *hidden], act)
+        self.out_dim = hidden[-1] if hidden else in_dim
+
+    def forward(self, obs) -> torch.Tensor:
+        board = obs[self.board_key] if self.board_key else obs
+        parts = [self.conv(board.float().permute(0, 3, 1, 2)).flatten(1)]
+        parts += [obs[k].flatten(1) for k in self.others]
+        return self.net(torch.cat(parts, dim=1))
+
+
 def _entry_keys(space: gym.Space, critic: bool = False) -> list[str]:
     if isinstance(space, gym.spaces.Dict):
         keys = [k for k in space.spaces if k != MASK_KEY and (critic or k != CRITIC_KEY)]
@@ -113,7 +150,7 @@ def _entry_space(space: gym.Space, key: str) -> gym.Space:
 
 
 def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], activation: str,
-                  critic: bool = False) -> nn.Module:
+                  critic: bool = False, board_channels: tuple[int, ...] = (64, 64)) -> nn.Module:
     if kind == "auto":
         is_image = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
         kind = "cnn" if is_image else "mlp"
@@ -122,6 +159,8 @@ def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], acti
             raise ValueError(f"model.encoder={kind} needs an image observation [C, H, W]; got {obs_space}")
         layout = "nature" if kind == "cnn" else "shallow"
         return ImageCNN(obs_space, hidden=hidden[-1] if hidden else (512 if layout == "nature" else 256), layout=layout)
+    if kind == "board":
+        return BoardCNN(obs_space, tuple(board_channels), hidden, activation)
     if kind == "mlp":
         return MLPEncoder(obs_space, hidden, activation, critic)
-    raise ValueError(f"unknown model.encoder {kind!r}; use auto, mlp, cnn or cnn_shallow")
+    raise ValueError(f"unknown model.encoder {kind!r}; use auto, mlp, cnn, cnn_shallow or board")

@@ -81,7 +81,8 @@ class Policy(nn.Module):
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, encoder: str = "auto",
                  hidden: tuple[int, ...] = (64, 64), activation: str = "tanh", lstm_size: int = 0,
                  network: str | None = None, network_kwargs: dict | None = None, init_log_std: float = 0.0,
-                 separate_value: bool = True, obs_clip: float | None = None):
+                 separate_value: bool = True, obs_clip: float | None = None,
+                 board_channels: tuple[int, ...] = (64, 64)):
         """`obs_clip`: normalise observations by running statistics the trainer writes in (`ObsNormalizer`),
         clipped to +-obs_clip; None: the network sees them as they come."""
         super().__init__()
@@ -120,7 +121,8 @@ class Policy(nn.Module):
                 return
             self.encoder, separate_value = user, self.critic
         else:
-            self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation)
+            self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation,
+                                         board_channels=board_channels)
         # A separate value encoder (as CleanRL and SB3 do for MLPs) stabilises PPO on small control tasks. A
         # centralised critic's is always there: an MLP over the policy's inputs and the critic state, beside the
         # LSTM core (if any), so the value reads the global state at every step without a memory of its own.

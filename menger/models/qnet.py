@@ -32,7 +32,8 @@ class QNetwork(nn.Module):
     algo = "apex"  # for the error messages of an action space it cannot act in
 
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, encoder: str = "auto",
-                 hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True):
+                 hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True,
+                 board_channels: tuple[int, ...] = (64, 64)):
         super().__init__()
         # a MultiDiscrete, MultiBinary or Tuple/Dict of discrete components acts in one joint Discrete
         self.codec = ActionCodec(action_space, self.algo)
@@ -44,7 +45,7 @@ class QNetwork(nn.Module):
                              f"but the Q network has {self.num_actions} actions ({action_space}): a mask over joint "
                              "actions needs one flag per combination; use ppo, impala or appo to mask MultiDiscrete "
                              "components")
-        self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation)
+        self.encoder = build_encoder(obs_space, encoder, tuple(hidden), activation, board_channels=board_channels)
         self.dueling = dueling
         self.advantage = nn.Linear(self.encoder.out_dim, self.num_actions)
         self.value = nn.Linear(self.encoder.out_dim, 1) if dueling else None
@@ -108,9 +109,10 @@ class RecurrentQNetwork(QNetwork):
     algo = "r2d2"
 
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, lstm_size: int, encoder: str = "auto",
-                 hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True):
+                 hidden: tuple[int, ...] = (256, 256), activation: str = "relu", dueling: bool = True,
+                 board_channels: tuple[int, ...] = (64, 64)):
         super().__init__(obs_space, action_space, encoder=encoder, hidden=hidden, activation=activation,
-                         dueling=dueling)
+                         dueling=dueling, board_channels=board_channels)
         if lstm_size < 1:
             raise ValueError(f"a recurrent Q network needs model.lstm_size >= 1, got {lstm_size}")
         self.lstm_size = lstm_size
