@@ -2,7 +2,9 @@
 
 Layout: a head node with no CPUs (the driver: the trainer and its learner) and two worker nodes with 2 CPUs each;
 actors request half a CPU, so the nodes that survive a node's removal have room for its actors. GCS health checks
-are fast so that a removed node is noticed within seconds, not the default half minute.
+are fast so that a removed node is noticed within seconds, not the default half minute. Workers run at the
+driver's priority, as on the local instance Menger starts (`menger.launch.ray.LOCAL_SYSTEM_CONFIG`): at Ray's
+default niceness of 15 any other work on the machine starves them, and a test waiting for an update times out.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ ray = pytest.importorskip("ray")
 cluster_utils = pytest.importorskip("ray.cluster_utils")
 
 FAST_HEALTH_CHECKS = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
-                      "health_check_failure_threshold": 3}
+                      "health_check_failure_threshold": 3, "worker_niceness": 0}
 
 
 @pytest.fixture(scope="module")
