@@ -59,12 +59,13 @@ def test_a_frozen_policy_acts_as_the_network_with_those_parameters(tmp_path):
     assert all(torch.equal(p, q) for p, q in zip(other.parameters(), before))  # the template is left alone
 
 
-def _read_and_report(directory, key, ready, done, out):
+def _read_and_report(directory, key, ready, done, out, release):
     params = SnapshotStore(directory).open(key)
     total = sum(float(t.numpy().sum()) for t in params.values())  # every page touched (numpy: no torch threads after fork)
     ready.put(total)
     done.wait(30)
     out.put(_mapped_pss_kb(directory))
+    release.wait(30)  # held until every reader has measured: one that left early would raise the others' shares
 
 
 def _mapped_pss_kb(directory) -> int:
@@ -81,14 +82,16 @@ def _mapped_pss_kb(directory) -> int:
 
 def _host_memory_for(readers: int, directory, key) -> int:
     ctx = mp.get_context("fork")
-    ready, out, done = ctx.Queue(), ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_read_and_report, args=(directory, key, ready, done, out)) for _ in range(readers)]
+    ready, out, done, release = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Event()
+    procs = [ctx.Process(target=_read_and_report, args=(directory, key, ready, done, out, release))
+             for _ in range(readers)]
     for p in procs:
         p.start()
     for _ in procs:
         ready.get(timeout=30)  # all of them hold the snapshot at once
     done.set()
     total = sum(out.get(timeout=30) for _ in procs)
+    release.set()
     for p in procs:
         p.join(30)
     return total
