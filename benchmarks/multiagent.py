@@ -25,16 +25,16 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from connect_four import random_games_per_second  # noqa: E402
+from wargame_env import batch_rate  # noqa: E402
 
 from menger import api  # noqa: E402
 from menger.envs.multiagent import MultiAgentVecEnv  # noqa: E402
-from menger.envs.wargame import WargameBatch, WargameConfig  # noqa: E402
+from menger.envs.wargame import WargameConfig  # noqa: E402
 from menger.experiment import ExperimentConfig  # noqa: E402
 from menger.league.snapshots import FrozenPolicy, SnapshotStore  # noqa: E402
 from menger.models import build_policy  # noqa: E402
@@ -71,21 +71,6 @@ def selfplay_games_per_second(games: int, seconds: float, store_dir: Path) -> fl
     return len(envs.pop_results()) / (time.perf_counter() - started)
 
 
-def wargame_raw_game_steps(seconds: float, games: int = 8) -> float:
-    """Game steps/s of the vectorised core (each moves both teams' units: 2 x 5 agent steps)."""
-    config = WargameConfig()
-    batch, rng = WargameBatch(config, games), np.random.default_rng(0)
-    out = batch.reset(seed=0)
-    steps, started = 0, time.perf_counter()
-    while time.perf_counter() - started < seconds:
-        masks = out.obs["action_mask"]
-        out = batch.step((rng.random(masks.shape) * masks).argmax(-1))
-        if out.done.any():
-            out = batch.reset(games=out.done)
-        steps += 1
-    return steps * games / (time.perf_counter() - started)
-
-
 def training(preset: str, seconds: float, overrides: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         result = api.train(preset, overrides=[f"stop.wall_clock_s={seconds}", "log.tensorboard=false",
@@ -109,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
           f"({args.games} games, both sides a policy network, one a frozen snapshot) "
           f"{statistics.median(selfplay):,.0f} games/s; ratio {statistics.median(selfplay) / statistics.median(rates):.2f}")
     units = WargameConfig().num_units
-    raw = statistics.median(wargame_raw_game_steps(args.seconds) for _ in range(args.repeats))
+    raw = statistics.median(batch_rate(8, args.seconds, WargameConfig()) for _ in range(args.repeats))
     print(f"wargame raw env, 8 games, random actions: {raw:,.0f} game steps/s ({raw * 2 * units:,.0f} agent steps "
           f"of both teams)")
     if args.train_s > 0:
