@@ -144,3 +144,17 @@ def test_connect_four_benchmark_times_random_play_and_alpha_beta(tmp_path):
     assert out["random_games_per_s"] > 0 and len(out["random_games_per_s_runs"]) == 2
     assert out["alphabeta_moves_per_s"] > 0 and out["match_games"] == 4
     assert json.loads((tmp_path / "c4.json").read_text())["alphabeta_depth"] == 1
+
+
+def test_the_multiagent_benchmark_prints_each_figure_beside_its_baseline(capsys):
+    import multiagent  # noqa: E402
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        multiagent.main(["--seconds", "0.2", "--repeats", "1", "--games", "4", "--train-s", "0"])
+    finally:
+        torch.set_num_threads(threads)  # the benchmark times one core; the tests after it keep theirs
+    out = capsys.readouterr().out
+    assert "PettingZoo random play" in out and "Menger self-play" in out and "ratio" in out
+    assert "wargame raw env, 8 games, random actions:" in out and "game steps/s" in out
