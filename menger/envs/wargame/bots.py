@@ -19,6 +19,7 @@ may add ``act_batch(observations [N, D], masks [N, K]) -> actions [N]`` for many
 
 from __future__ import annotations
 
+import abc
 from typing import Callable, Protocol
 
 import numpy as np
@@ -76,7 +77,7 @@ class _Decoded:
         return rows * width + cols
 
 
-class _ScriptedBot:
+class _ScriptedBot(abc.ABC):
     """Shared machinery: decoding, shortest paths (from the observation's own wall plane) and moves."""
 
     retreat_hp = 0.0
@@ -118,8 +119,9 @@ class _ScriptedBot:
             self._paths[key] = (target, _path_lengths(walls, target))
         return self._paths[key]
 
+    @abc.abstractmethod
     def _choose(self, seen: _Decoded, masks, move_target, path) -> np.ndarray:
-        raise NotImplementedError
+        """Each unit's action [N]: what makes one scripted bot differ from another."""
 
     def _attack(self, seen: _Decoded, key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(can attack [N], action [N]): the attackable enemy slot with the smallest ``key`` [N, n]."""
