@@ -7,6 +7,7 @@ silently when the runtime or the config schema moves under them.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import multiprocessing as mp
 import os
@@ -18,13 +19,30 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from menger.experiment import load_experiment
 
-import replay  # noqa: E402  (benchmarks are scripts, found through the path above)
-import soak  # noqa: E402
-import throughput  # noqa: E402
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))  # benchmarks import each other by their bare names
 
-from menger.experiment import load_experiment  # noqa: E402
+
+def _benchmark(name: str):
+    """Loads benchmarks/NAME.py under a name of its own.
+
+    A plain `import NAME` could return a test package of the same name instead (tests/multiagent is one, and
+    pytest puts tests/ on sys.path), depending on which tests ran first.
+    """
+    key = f"menger_benchmark_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        spec.loader.exec_module(module)
+    return sys.modules[key]
+
+
+replay = _benchmark("replay")
+soak = _benchmark("soak")
+throughput = _benchmark("throughput")
 
 
 def _record(wall_s: float, frames: int) -> dict:
@@ -106,7 +124,7 @@ def test_replay_actors_insert_while_the_learner_samples():
 
 def test_memory_benchmark_reads_a_real_r2d2_run_and_reports_the_sides(tmp_path, monkeypatch, capsys):
     """benchmarks/memory.py end to end on one short real R2D2 run (no target), with the slower sides faked."""
-    import memory
+    memory = _benchmark("memory")
 
     def short(task, seed, python, overrides, root, timeout_s):
         extra = ["stop.target_return=null", "stop.env_frames=3000", "replay.min_size=64", "eval.interval_s=0.3"]
@@ -126,7 +144,7 @@ def test_memory_benchmark_reads_a_real_r2d2_run_and_reports_the_sides(tmp_path, 
 
 
 def test_faults_benchmark_runs_a_fault_test_and_reads_back_its_verdict_and_figure(tmp_path):
-    import faults
+    faults = _benchmark("faults")
 
     out = faults.main(["--only", "disk full", "--json", str(tmp_path / "f.json")])
     row = out["faults"]["disk full during a save"]
@@ -137,7 +155,7 @@ def test_faults_benchmark_runs_a_fault_test_and_reads_back_its_verdict_and_figur
 
 
 def test_connect_four_benchmark_times_random_play_and_alpha_beta(tmp_path):
-    import connect_four
+    connect_four = _benchmark("connect_four")
 
     out = connect_four.main(["--seconds", "0.05", "--repeats", "2", "--depth", "1", "--games", "4",
                              "--json", str(tmp_path / "c4.json")])
@@ -147,7 +165,7 @@ def test_connect_four_benchmark_times_random_play_and_alpha_beta(tmp_path):
 
 
 def test_the_multiagent_benchmark_prints_each_figure_beside_its_baseline(capsys):
-    import multiagent  # noqa: E402
+    multiagent = _benchmark("multiagent")
     import torch
 
     threads = torch.get_num_threads()
