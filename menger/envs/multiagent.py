@@ -97,12 +97,19 @@ class MultiAgentVecEnv:
                  critic: str = "local", first: Any = None):
         from pettingzoo import AECEnv
 
-        if critic not in CRITICS:
-            raise ValueError(f"multiagent.critic must be one of {', '.join(CRITICS)}; got {critic!r}")
-        self._make_game, self.env_id, self._seed = make_game, env_id, seed
+        self._make_game = make_game
         self.games = [first if (i == 0 and first is not None) else make_game() for i in range(num_games)]
         self.turn_based = isinstance(self.games[0], AECEnv)
-        agents = self.possible_agents = list(self.games[0].possible_agents)
+        self._configure(self.games[0], num_games, seed=seed, env_id=env_id, learn=learn, swap_seats=swap_seats,
+                        agent_id=agent_id, critic=critic)
+
+    def _configure(self, game, num_games: int, *, seed: int, env_id: str, learn: tuple[str, ...], swap_seats: bool,
+                   agent_id: bool, critic: str) -> None:
+        """Sides, spaces and per-game bookkeeping, read off one game (`game`)."""
+        if critic not in CRITICS:
+            raise ValueError(f"multiagent.critic must be one of {', '.join(CRITICS)}; got {critic!r}")
+        self.env_id, self._seed = env_id, seed
+        agents = self.possible_agents = list(game.possible_agents)
         self.sides = _sides(agents, tuple(learn), swap_seats, env_id)
         self.k = len(self.sides[0])
         if self.turn_based and self.k != 1:
@@ -111,7 +118,6 @@ class MultiAgentVecEnv:
                              "one learned agent per game: match one agent, or give the env's parallel form")
         self.agent_id, self.critic, self.swap = agent_id, critic, swap_seats
         self.num_games, self.num_envs = num_games, num_games * self.k
-        game = self.games[0]
         raw_space = game.observation_space(self.sides[0][0])
         self.single_action_space = game.action_space(self.sides[0][0])
         for side in self.sides:
@@ -361,10 +367,11 @@ class MultiAgentVecEnv:
 
 
 def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, env_id: str, config=None,
-                       first: Any = None) -> MultiAgentVecEnv:
+                       first: Any = None, batched: bool = True) -> MultiAgentVecEnv:
     """`rows` rows (games x the agents the policy plays in each) of the game `make_game` builds; `config`: the
     experiment's `env.multiagent` (None: the first agent, nothing added). Fewer rows than one game has learned
-    agents give one game (what a probe of the spaces asks for)."""
+    agents give one game (what a probe of the spaces asks for). A parallel game with a batched core of its own
+    (`menger.envs.multiagent_batch`) is stepped through it, all games at once, unless `batched` is False."""
     first = first if first is not None else make_game()
     learn = tuple(getattr(config, "learn", ()))
     swap = bool(getattr(config, "swap_seats", False))
@@ -374,9 +381,14 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
             raise ValueError(f"runtime.envs_per_actor={rows} counts the rows of learned agents: {env_id} has {k} "
                              f"learned agents per game, so give a multiple of {k} ({max(1, rows // k) * k} = "
                              f"{max(1, rows // k)} games)")
-        return MultiAgentVecEnv(make_game, max(1, rows // k), seed=seed, env_id=env_id, learn=learn, swap_seats=swap,
-                                agent_id=bool(getattr(config, "agent_id", False)),
-                                critic=getattr(config, "critic", "local"), first=first)
+        options = dict(seed=seed, env_id=env_id, learn=learn, swap_seats=swap,
+                       agent_id=bool(getattr(config, "agent_id", False)), critic=getattr(config, "critic", "local"))
+        if batched:
+            from menger.envs.multiagent_batch import BatchedMultiAgentVecEnv, has_batched_core
+
+            if has_batched_core(first):
+                return BatchedMultiAgentVecEnv(first, max(1, rows // k), **options)
+        return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, **options)
     except BaseException:
         first.close()
         raise

@@ -95,6 +95,11 @@ class WargameParallelEnv(ParallelEnv):
     def state(self) -> np.ndarray:
         return self.game.state()[0]
 
+    def batched(self, num_games: int) -> WargameBatch:
+        """`num_games` games of this env's settings stepped at once: what Menger's actors play
+        (`menger.envs.multiagent_batch`)."""
+        return WargameBatch(self.config, num_games=num_games)
+
     def render(self):
         if self.render_mode is None:
             warnings.warn("render() called without render_mode; make the env with render_mode='rgb_array'")
