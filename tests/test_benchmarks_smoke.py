@@ -176,3 +176,19 @@ def test_the_multiagent_benchmark_prints_each_figure_beside_its_baseline(capsys)
     out = capsys.readouterr().out
     assert "PettingZoo random play" in out and "Menger self-play" in out and "ratio" in out
     assert "wargame raw env, 8 games, random actions:" in out and "game steps/s" in out
+
+
+@pytest.mark.slow
+def test_the_exploitability_benchmark_trains_both_sides_and_an_exploiter_of_each(tmp_path, capsys):
+    exploitability = _benchmark("exploitability")
+    out = exploitability.main(["--budget-s", "4", "--exploiter-frames", "1024", "--games", "2", "--out",
+                               str(tmp_path), "--set", "runtime.envs_per_actor=4", "--set", "runtime.actors=1",
+                               "--json", str(tmp_path / "e.json")])
+    selfplay, league = out["connect4-selfplay"], out["connect4-league"]
+    assert selfplay["exploiter"]["target"] == str(tmp_path / "connect4-selfplay")
+    assert league["exploiter"]["target"] == str(tmp_path / "connect4-league" / "players" / "main_0")
+    for side in (selfplay, league):
+        assert side["exploiter"]["games"] == 2 and 0.0 <= side["exploiter_win_rate"] <= 1.0
+    printed = capsys.readouterr().out
+    assert "exploiter wins" in printed and "league_exploiter_0" in printed  # the league's Elo table
+    assert json.loads((tmp_path / "e.json").read_text())["connect4-league"]["exploiter_win_rate"] >= 0
