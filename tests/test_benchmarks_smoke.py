@@ -181,12 +181,14 @@ def test_the_multiagent_benchmark_prints_each_figure_beside_its_baseline(capsys)
 @pytest.mark.slow
 def test_the_exploitability_benchmark_trains_both_sides_and_an_exploiter_of_each(tmp_path, capsys):
     exploitability = _benchmark("exploitability")
-    out = exploitability.main(["--budget-s", "4", "--exploiter-frames", "1024", "--games", "2", "--out",
+    out = exploitability.main(["--budget-frames", "3072", "--exploiter-frames", "1024", "--games", "2", "--out",
                                str(tmp_path), "--set", "runtime.envs_per_actor=4", "--set", "runtime.actors=1",
                                "--json", str(tmp_path / "e.json")])
     selfplay, league = out["connect4-selfplay"], out["connect4-league"]
     assert selfplay["exploiter"]["target"] == str(tmp_path / "connect4-selfplay")
     assert league["exploiter"]["target"] == str(tmp_path / "connect4-league" / "players" / "main_0")
+    assert (selfplay["learners"], league["learners"]) == (1, 3)
+    assert selfplay["env_frames"] >= 3072 and league["env_frames"] >= 3 * 1024  # the frames split over the league
     for side in (selfplay, league):
         assert side["exploiter"]["games"] == 2 and 0.0 <= side["exploiter_win_rate"] <= 1.0
     printed = capsys.readouterr().out
