@@ -32,6 +32,7 @@ import gymnasium
 from menger.envs.atari import make_atari_vector_env, rom_name
 from menger.envs.faults import FaultPolicy, UnknownEnvError
 from menger.envs.multiagent import is_multiagent_env, multiagent_vec_env
+from menger.envs.multiagent_batch import BatchedMultiAgentVecEnv, has_batched_core
 from menger.envs.vector import LoopVecEnv, NativeVecEnv, VecEnv
 
 PRESETS = ("atari",)
@@ -86,8 +87,9 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
                 first.close()
                 raise UnknownEnvError(f"env.wrappers wrap gymnasium envs, and {env_id!r} is a PettingZoo env; apply "
                                       "PettingZoo's wrappers in its factory instead")
+            batched = BatchedMultiAgentVecEnv if has_batched_core(first) else None  # all games in one call
             return multiagent_vec_env(functools.partial(factory, **kwargs), num_envs, seed=seed, env_id=env_id,
-                                      config=multiagent, first=first)
+                                      config=multiagent, first=first, batched=batched)
         factory = _first_then(first, factory)
     if wrap:
         if is_vector:

@@ -123,9 +123,9 @@ class MultiAgentVecEnv:
         for side in self.sides:
             for agent in side:
                 if game.observation_space(agent) != raw_space or game.action_space(agent) != self.single_action_space:
-                    raise ValueError(f"{env_id}: agent {agent!r} has other spaces than {self.sides[0][0]!r}; one policy "
-                                     "plays agents with the same observation and action spaces (learn fewer agents, or "
-                                     "set multiagent.swap_seats=false)")
+                    raise ValueError(f"{env_id}: agent {agent!r} has other spaces than {self.sides[0][0]!r}; one "
+                                     "policy plays agents with the same observation and action spaces (learn fewer "
+                                     "agents, or set multiagent.swap_seats=false)")
         self._own_space = raw_space[OBS_KEY] if isinstance(raw_space, gymnasium.spaces.Dict) else raw_space
         self._has_mask = (isinstance(raw_space, gymnasium.spaces.Dict) and MASK_KEY in raw_space.spaces) or \
             isinstance(self.single_action_space, gymnasium.spaces.Discrete)
@@ -204,15 +204,19 @@ class MultiAgentVecEnv:
 
     # ----- games ----------------------------------------------------------------------------------------
     def _start_game(self, g: int, seed: int | None) -> None:
+        self._begin_game(g)
         game = self.games[g]
-        self._side[g] = (g + self._episodes[g]) % 2 if self.swap else 0
-        self._opponent[g] = self.opponents.assign(g)
-        self._returns[g] = 0.0
         if self.turn_based:
             game.reset(seed=seed)
         else:
             observations, infos = game.reset(seed=seed)
             self._write_parallel(g, observations, infos, set(game.agents))
+
+    def _begin_game(self, g: int) -> None:
+        """A new game's bookkeeping: the side the learner plays, its opponent, returns from zero."""
+        self._side[g] = (g + self._episodes[g]) % 2 if self.swap else 0
+        self._opponent[g] = self.opponents.assign(g)
+        self._returns[g] = 0.0
 
     def _end_game(self, g: int, outcome: float | None) -> None:
         if outcome is None:
@@ -367,11 +371,11 @@ class MultiAgentVecEnv:
 
 
 def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, env_id: str, config=None,
-                       first: Any = None, batched: bool = True) -> MultiAgentVecEnv:
+                       first: Any = None, batched: Callable[..., MultiAgentVecEnv] | None = None) -> MultiAgentVecEnv:
     """`rows` rows (games x the agents the policy plays in each) of the game `make_game` builds; `config`: the
     experiment's `env.multiagent` (None: the first agent, nothing added). Fewer rows than one game has learned
-    agents give one game (what a probe of the spaces asks for). A parallel game with a batched core of its own
-    (`menger.envs.multiagent_batch`) is stepped through it, all games at once, unless `batched` is False."""
+    agents give one game (what a probe of the spaces asks for). `batched`: the class that plays `first`'s own
+    batched core, all games at once (`menger.envs.multiagent_batch`, chosen by `make_vec_env`), or None."""
     first = first if first is not None else make_game()
     learn = tuple(getattr(config, "learn", ()))
     swap = bool(getattr(config, "swap_seats", False))
@@ -383,11 +387,8 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
                              f"{max(1, rows // k)} games)")
         options = dict(seed=seed, env_id=env_id, learn=learn, swap_seats=swap,
                        agent_id=bool(getattr(config, "agent_id", False)), critic=getattr(config, "critic", "local"))
-        if batched:
-            from menger.envs.multiagent_batch import BatchedMultiAgentVecEnv, has_batched_core
-
-            if has_batched_core(first):
-                return BatchedMultiAgentVecEnv(first, max(1, rows // k), **options)
+        if batched is not None:
+            return batched(first, max(1, rows // k), **options)
         return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, **options)
     except BaseException:
         first.close()

@@ -62,7 +62,7 @@ class BatchedMultiAgentVecEnv(MultiAgentVecEnv):
         seed = self._seed if seed is None else seed
         self._streams = [np.random.default_rng(seed + g + SEED_STREAM_OFFSET) for g in range(self.num_games)]
         for g in range(self.num_games):
-            self._new_game(g)
+            self._start_game(g, None)
         self._take(self.batch.reset(seed))
         self._write_rows()
         return _copy(self._obs)
@@ -97,7 +97,7 @@ class BatchedMultiAgentVecEnv(MultiAgentVecEnv):
         if ended.any():
             seeds = []
             for g in np.flatnonzero(ended):
-                self._end(g, self._outcome_of(g, started[g], out.outcome[g], set(mine[g].tolist())))
+                self._end_game(g, self._outcome_of(g, started[g], out.outcome[g], set(mine[g].tolist())))
                 seeds.append(int(self._streams[g].integers(0, 2**63 - 1, size=1)[0]))
             self._take(self.batch.reset(seeds, games=ended))
         self._write_rows()
@@ -108,17 +108,8 @@ class BatchedMultiAgentVecEnv(MultiAgentVecEnv):
         pass
 
     # ----- games ----------------------------------------------------------------------------------------
-    def _new_game(self, g: int) -> None:
-        self._side[g] = (g + self._episodes[g]) % 2 if self.swap else 0
-        self._opponent[g] = self.opponents.assign(g)
-        self._returns[g] = 0.0
-
-    def _end(self, g: int, outcome: float | None) -> None:
-        if outcome is None:
-            outcome = float(np.sign(self._returns[g, 0] - self._returns[g, 1]))
-        self.results.append((self._opponent[g], (outcome + 1.0) / 2.0))
-        self._episodes[g] += 1
-        self._new_game(g)
+    def _start_game(self, g: int, seed: int | None) -> None:
+        self._begin_game(g)  # the board: the batch restarts every game that ended at once (reset, step)
 
     @staticmethod
     def _outcome_of(g: int, started: np.ndarray, outcome: np.ndarray, mine: set) -> float:
