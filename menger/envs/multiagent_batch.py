@@ -97,7 +97,7 @@ class BatchedMultiAgentVecEnv(MultiAgentVecEnv):
         if ended.any():
             seeds = []
             for g in np.flatnonzero(ended):
-                self._end_game(g, self._outcome_of(g, started[g], out.outcome[g], set(mine[g].tolist())))
+                self._end_game(g, self._outcome_of(started[g], out.outcome[g], set(mine[g].tolist())))
                 seeds.append(int(self._streams[g].integers(0, 2**63 - 1, size=1)[0]))
             self._take(self.batch.reset(seeds, games=ended))
         self._write_rows()
@@ -112,7 +112,7 @@ class BatchedMultiAgentVecEnv(MultiAgentVecEnv):
         self._begin_game(g)  # the board: the batch restarts every game that ended at once (reset, step)
 
     @staticmethod
-    def _outcome_of(g: int, started: np.ndarray, outcome: np.ndarray, mine: set) -> float:
+    def _outcome_of(started: np.ndarray, outcome: np.ndarray, mine: set) -> float:
         """The learned side's outcome, read off the first agent in the final step, as one game's infos give it."""
         first = int(np.flatnonzero(started)[0])
         return float(outcome[first]) if first in mine else -float(outcome[first])
