@@ -170,6 +170,20 @@ class VTraceConfig:
 
 
 @dataclass(frozen=True)
+class A3CConfig:
+    """A3C (Mnih et al. 2016): actor-critic on n-step returns (n = runtime.unroll_length), gradients computed by
+    the actors (runtime.learner.mode: parameter_server) or by the learner (allreduce: A2C)."""
+
+    lr: float = field(7e-4, min=0.0, doc="Adam learning rate (each parameter-server shard's)")
+    lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
+    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
+    value_coef: float = field(0.5, min=0.0, doc="value loss weight")
+    entropy_coef: float = field(0.01, min=0.0, doc="entropy bonus weight")
+    max_grad_norm: float = field(0.5, min=0.0, doc="global norm clip of each applied (averaged) gradient (0 = none)")
+    adam_eps: float = field(1e-5, min=0.0, doc="Adam epsilon")
+
+
+@dataclass(frozen=True)
 class ApexConfig:
     """Ape-X DQN (Horgan et al. 2018): dueling double DQN with n-step returns, from prioritized replay."""
 
@@ -417,6 +431,23 @@ class LearnerResources:
                        "takes a share of every batch's unrolls and gradients are averaged")
     collective_timeout_s: float = field(120.0, min=1.0, doc="count > 1: deadline of every collective; a learner "
                                         "silent this long ends the run with an error")
+    mode: Literal["auto", "allreduce", "parameter_server"] = field(
+        "auto", doc="allreduce: the learner computes gradients on batches of unrolls (count ranks all-reduce them); "
+        "parameter_server: workers push gradients to a sharded server (runtime.parameter_server). auto: "
+        "parameter_server for a3c, allreduce otherwise")
+
+
+@dataclass(frozen=True)
+class ParameterServerConfig:
+    """The sharded parameter server of `runtime.learner.mode: parameter_server` (read by `menger.learners.a3c`)."""
+
+    shards: int = field(1, min=1, doc="shards the parameters are split across by size, each with its own optimizer "
+                        "state")
+    update: Literal["sync", "async"] = field(
+        "async", doc="sync: wait for one gradient from every worker, average them, apply; async: apply each "
+        "gradient as it arrives")
+    max_staleness: int = field(4, min=0, doc="async: a gradient computed on parameters more than this many versions "
+                               "old is dropped and counted")
 
 
 @dataclass(frozen=True)
@@ -437,6 +468,9 @@ class RuntimeConfig:
     inference: InferenceConfig = field(default_factory=InferenceConfig, doc="local or central (SEED RL) inference")
     learner: LearnerResources = field(default_factory=LearnerResources,
                                       doc="learner device, threads and data-parallel ranks")
+    parameter_server: ParameterServerConfig = field(default_factory=ParameterServerConfig,
+                                                    doc="learner.mode parameter_server: shards, sync or async, "
+                                                    "staleness bound")
 
 
 # Where each key of the flat `runtime` section of earlier versions lives now. Run directories written by those
@@ -504,13 +538,15 @@ class LogConfig:
 @dataclass(frozen=True)
 class ExperimentConfig:
     name: str = field("experiment", doc="name of the experiment (used in run directory names)")
-    algo: Literal["ppo", "impala", "appo", "apex", "r2d2", "sac"] = field(
-        "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), apex (Ape-X DQN), r2d2 (recurrent "
-        "Ape-X from replayed sequences), sac (soft actor-critic)")
+    algo: Literal["ppo", "impala", "appo", "a3c", "apex", "r2d2", "sac"] = field(
+        "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), a3c (actor-learners pushing gradients "
+        "to a parameter server), apex (Ape-X DQN), r2d2 (recurrent Ape-X from replayed sequences), sac (soft "
+        "actor-critic)")
     env: EnvConfig = field(default_factory=EnvConfig, doc="the environment")
     model: ModelConfig = field(default_factory=ModelConfig, doc="the network")
     ppo: PPOConfig = field(default_factory=PPOConfig, doc="PPO settings (algo: ppo)")
     vtrace: VTraceConfig = field(default_factory=VTraceConfig, doc="IMPALA/APPO settings")
+    a3c: A3CConfig = field(default_factory=A3CConfig, doc="A3C settings (algo: a3c)")
     apex: ApexConfig = field(default_factory=ApexConfig, doc="Ape-X DQN settings (algo: apex)")
     r2d2: R2D2Config = field(default_factory=R2D2Config, doc="R2D2 settings (algo: r2d2)")
     sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
@@ -532,12 +568,15 @@ class ExperimentConfig:
                               "and appo from unrolls as they come (sync, async or auto)")
         if off_policy:
             self._check_off_policy()
+        if self.learner_mode == "parameter_server":
+            self._check_parameter_server()
         if self.env.normalize.active:
             self._check_normalize()
         if learners > 1:  # every learner needs a column per minibatch, or the ranks would take different step counts
             smallest = self.batch_columns // learners
             minibatches = self.ppo.minibatches if self.algo == "ppo" else self.vtrace.minibatches
             needed = minibatches if (self.algo != "ppo" or self.model.lstm_size) else 1
+            needed = 1 if self.algo == "a3c" else needed  # one step on the whole batch
             if smallest < needed:
                 raise ConfigError(
                     f"runtime.learner.count={learners} leaves a learner {smallest} unroll column(s) of a "
@@ -556,7 +595,45 @@ class ExperimentConfig:
     def normalize_gamma(self) -> float:
         """The discount of the return whose std scales rewards."""
         gamma = self.env.normalize.gamma
-        return gamma if gamma is not None else (self.ppo.gamma if self.algo == "ppo" else self.vtrace.gamma)
+        if gamma is not None:
+            return gamma
+        return {"ppo": self.ppo.gamma, "a3c": self.a3c.gamma}.get(self.algo, self.vtrace.gamma)
+
+    def _check_parameter_server(self) -> None:
+        rt, ps = self.runtime, self.runtime.parameter_server
+        problems = []
+        if self.algo != "a3c":
+            problems.append(f"runtime.learner.mode=parameter_server with algo={self.algo!r}: gradient workers are built "
+                            "for a3c; train it with runtime.learner.mode=allreduce (or auto)")
+        if rt.learner.count > 1:
+            problems.append(f"runtime.learner.count={rt.learner.count}: with a parameter server the gradient workers "
+                            "are the actors (runtime.actors) and one learner applies their gradients; use "
+                            "runtime.learner.count=1")
+        mode = rt.coordination.mode
+        if mode not in ("auto", ps.update):
+            problems.append(f"runtime.coordination.mode={mode!r} but runtime.parameter_server.update={ps.update!r}: "
+                            "the server's update decides when gradients are applied; leave the coordination mode "
+                            "at auto")
+        if ps.update == "async" and rt.coordination.batch_unrolls not in (0, 1):
+            problems.append(f"runtime.coordination.batch_unrolls={rt.coordination.batch_unrolls}: an async "
+                            "parameter server applies each gradient as it arrives; leave batch_unrolls at 0, or "
+                            "use runtime.parameter_server.update=sync to average one gradient per actor")
+        if rt.inference.mode == "central":
+            problems.append("runtime.inference.mode=central: an actor-learner computes its gradient on its own copy "
+                            "of the parameters; use runtime.inference.mode=local")
+        if self.env.normalize.active:
+            problems.append("env.normalize with a parameter server: the running statistics live with one learner "
+                            "that sees every batch; unset env.normalize.obs and env.normalize.reward")
+        if problems:
+            raise ConfigError(problems)
+
+    @property
+    def learner_mode(self) -> str:
+        """The resolved `runtime.learner.mode`: 'allreduce' or 'parameter_server'."""
+        mode = self.runtime.learner.mode
+        if mode != "auto":
+            return mode
+        return "parameter_server" if self.algo == "a3c" else "allreduce"
 
     def _check_off_policy(self) -> None:
         rt = self.runtime
@@ -603,7 +680,9 @@ class ExperimentConfig:
             return mode
         if self.algo in OFF_POLICY:
             return "replay"
-        return "sync" if self.algo == "ppo" else "async"
+        if self.learner_mode == "parameter_server":
+            return self.runtime.parameter_server.update
+        return "sync" if self.algo in ("ppo", "a3c") else "async"
 
     @property
     def eval_interval_s(self) -> float:
@@ -617,13 +696,19 @@ class ExperimentConfig:
     def batch_columns(self) -> int:
         """Unroll columns (envs) in one learner batch: an unroll of every actor (sync), or `batch_unrolls` (async)."""
         rt = self.runtime
-        unrolls = rt.actors if self.coordination == "sync" else (rt.coordination.batch_unrolls or rt.actors)
+        if self.coordination == "sync":
+            unrolls = rt.actors
+        elif self.learner_mode == "parameter_server":
+            unrolls = 1  # async: each gradient is applied as it arrives
+        else:
+            unrolls = rt.coordination.batch_unrolls or rt.actors
         return unrolls * rt.envs_per_actor
 
 
 OFF_POLICY = ("apex", "r2d2", "sac")  # the algorithms that learn from replay
 # The sections each algorithm reads its own settings from; the others' are defaults it never looks at.
-ALGO_SECTIONS = {"ppo": ("ppo",), "impala": ("vtrace",), "appo": ("vtrace",), "apex": ("apex", "replay"),
+ALGO_SECTIONS = {"ppo": ("ppo",), "impala": ("vtrace",), "appo": ("vtrace",), "a3c": ("a3c",),
+                 "apex": ("apex", "replay"),
                  "r2d2": ("r2d2", "replay"), "sac": ("sac", "replay")}
 # How a run is operated, not what it learns: left out of its hyperparameters.
 OPERATIONAL_KEYS = ("eval", "checkpoint", "log", "runtime.supervision", "runtime.ray")

@@ -35,15 +35,18 @@ class Actor:
     def __init__(self, actor_id: int, incarnation: int, envs, policy, port: ActorPort, *, unroll_length: int,
                  seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None,
                  actions: ActionSource | None = None, sequence_period: int = 0,
-                 moments: UnrollMoments | None = None):
+                 moments: UnrollMoments | None = None, gradient=None):
         """`sequence_period` (r2d2): the recurrent state at every this many steps of an unroll goes into its slot's
         `core_states`, the stored state of the sequence that starts there. `moments` (`env.normalize`): each
-        unroll's tag carries the moments of what it saw, for the trainer's running statistics."""
+        unroll's tag carries the moments of what it saw, for the trainer's running statistics. `gradient` (a3c
+        with a parameter server: `menger.learners.a3c.A3CGradient`): the actor is an actor-learner, and writes
+        the gradient of each unroll's loss into the slot before its tag goes out."""
         self.actor_id, self.incarnation = actor_id, incarnation
         self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
         self.sequence_period = sequence_period
         self.moments = moments
+        self.gradient = gradient
         self.learner_timeout_s = learner_timeout_s
         self.num_envs = envs.num_envs
         self.generator = torch.Generator().manual_seed(seed)
@@ -140,6 +143,8 @@ class Actor:
         if values is not None:  # the value of the state after the last step, for the last windows' priorities
             last = self.actions.act(_obs_input(obs_views, self.unroll_length), self.state if recurrent else None)
             values[self.unroll_length] = last.value.numpy()
+        if self.gradient is not None:  # on the parameters it acted with: the tag's version is the gradient's base
+            self.gradient.compute(view)
         self.port.beat(self.actor_id, 0)
         self.sequence += 1
         env_stats = tuple(sorted(getattr(self.envs, "stats", {}).items()))
@@ -235,9 +240,15 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         actions = None if inference is None else inference.actions_for(actor_id, port.params)
         normalize = config.env.normalize
         moments = UnrollMoments(normalize, config.normalize_gamma, envs.num_envs) if normalize.active else None
+        gradient = None
+        if config.algo == "a3c" and config.learner_mode == "parameter_server":
+            from menger.learners.a3c import A3CGradient
+
+            gradient = A3CGradient(policy, config.a3c)
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
                      seed=seed, restore=restore, actions=actions,
-                     sequence_period=config.r2d2.period if config.algo == "r2d2" else 0, moments=moments)
+                     sequence_period=config.r2d2.period if config.algo == "r2d2" else 0, moments=moments,
+                     gradient=gradient)
     except BaseException:
         envs.close()
         raise

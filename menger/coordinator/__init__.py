@@ -4,7 +4,8 @@
 
     sync  (PPO)          `SyncCoordinator`: one slot per actor, granted after each publish; policy lag 0
     async (IMPALA, APPO) `AsyncCoordinator`: `slots_per_actor` slots each, granted again once copied; unrolls older
-                         than `max_policy_lag` are dropped
+                         than `max_policy_lag` are dropped (an async parameter server, A3C: batches of one
+                         gradient, `max_staleness` for the lag)
     replay (Ape-X, SAC)  `ReplayCoordinator`: each actor's ring of slots is the replay's storage; accepted unrolls
                          become n-step items in a rate-limited table, batches are samples of it
     replay (R2D2)        `SequenceReplayCoordinator`: the same, with overlapping sequences and their stored
@@ -38,6 +39,9 @@ def make_coordinator(config) -> Coordinator:
                                  gamma=algo.gamma, n_step=algo.n_step, seed=rt.seed)
     if mode == "sync":
         return SyncCoordinator(num_actors)
+    if mode == "async" and config.learner_mode == "parameter_server":  # each gradient applied as it arrives
+        return AsyncCoordinator(num_actors, coordination.slots_per_actor, 1,
+                                rt.parameter_server.max_staleness)
     if mode == "async":
         return AsyncCoordinator(num_actors, coordination.slots_per_actor, coordination.batch_unrolls,
                                 coordination.max_policy_lag)

@@ -2,10 +2,11 @@
 import torch
 from torch import nn
 
+from menger.learners.a3c import A2CLearner, GradientLearner
 from menger.learners.learner import Learner, PPOLearner, VTraceLearner
 from menger.learners.offpolicy import DQNLearner, R2D2Learner, SACLearner
 
-__all__ = ["DQNLearner", "Learner", "PPOLearner", "R2D2Learner", "SACLearner", "VTraceLearner", "make_learner"]
+__all__ = ["A2CLearner", "DQNLearner", "GradientLearner", "Learner", "PPOLearner", "R2D2Learner", "SACLearner", "VTraceLearner", "make_learner"]
 
 OFF_POLICY_LEARNERS = {"apex": DQNLearner, "r2d2": R2D2Learner, "sac": SACLearner}
 
@@ -19,4 +20,8 @@ def make_learner(config, policy: nn.Module, device: torch.device):
                   seed=config.runtime.seed)
     if config.algo == "ppo":
         return PPOLearner(policy, config.ppo, **common)
+    if config.algo == "a3c" and config.learner_mode == "parameter_server":
+        return GradientLearner(policy, config.a3c, shards=config.runtime.parameter_server.shards, **common)
+    if config.algo == "a3c":
+        return A2CLearner(policy, config.a3c, **common)
     return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

@@ -7,6 +7,7 @@ n-step window; an item's discounts is the product of its window's per-step disco
 Return estimators (gae, vtrace) compute targets without gradient; losses return (loss, detached stats).
 """
 
+from menger.losses.a3c import a3c_loss
 from menger.losses.dqn import (
     NStepItems,
     double_q_targets,
@@ -34,7 +35,7 @@ from menger.losses.value_rescaling import inverse_value_rescale, value_rescale
 from menger.losses.vtrace import VTraceReturns, vtrace
 
 __all__ = [
-    "NStepItems", "VTraceReturns", "appo_loss", "double_q_targets", "dqn_loss", "dueling", "explained_variance",
+    "NStepItems", "VTraceReturns", "a3c_loss", "appo_loss", "double_q_targets", "dqn_loss", "dueling", "explained_variance",
     "gae", "impala_loss", "inverse_value_rescale", "masked_mean", "n_step_items", "n_step_targets", "ppo_loss",
     "q_learning_targets", "r2d2_loss", "r2d2_targets", "sequence_priorities", "sequence_targets",
     "sac_actor_loss", "sac_critic_loss", "sac_critic_targets", "sac_temperature_loss", "squash",

@@ -31,6 +31,7 @@ from menger.device import resolve_device
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
 from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
+from menger.learners.a3c import gradient_size
 from menger.learners.distributed import LearnerGroup
 from menger.models import build_policy
 from menger.models.normalize import RunningNormalization
@@ -189,7 +190,8 @@ class Trainer:
         spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor,
                           cfg.model.lstm_size,
                           values=cfg.algo in ("apex", "r2d2"), terminated=cfg.coordination == "replay",
-                          sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0)
+                          sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0,
+                          gradient=gradient_size(self.learner.policy) if cfg.learner_mode == "parameter_server" else 0)
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
         self.coordinator.attach(self.transport)

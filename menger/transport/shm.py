@@ -18,6 +18,8 @@ Layout of one slot (T = unroll_length, B = envs_per_actor)::
     terminated [T, B] replay only: 1.0 where the episode terminated at t (a time limit is not a termination: the
                replay bootstraps from obs[t+1], the last observation, as its envs reset on the next step)
     core_states [S, 2, B, H] r2d2 only: the recurrent state at the first step of each of the unroll's S sequences
+    gradient   [P] a3c with a parameter server only: the actor-learner's flat gradient of this unroll's loss
+    gradient_stats [S] beside it: its loss statistics (`menger.learners.a3c.GRADIENT_STATS`)
     restarts   [T, B] r2d2 only: 1.0 where the actor restarted its recurrent state after step t (the next
                observation is an episode's first: after an end, or after the reset step of NEXT_STEP autoreset)
 
@@ -63,6 +65,8 @@ class UnrollSpec:
     values: bool = False  # apex: a per-step greedy value, for the actors' initial priorities
     terminated: bool = False  # replay: terminations apart from truncations
     sequence_starts: int = 0  # r2d2: sequences per unroll, each with its first step's recurrent state
+    gradient: int = 0  # a3c with a parameter server: entries of the flat gradient an actor-learner pushes
+    gradient_stats: int = 5  # ... and of the loss statistics beside it
 
     def field_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         t, b = self.unroll_length, self.envs_per_actor
@@ -82,10 +86,16 @@ class UnrollSpec:
             fields["values"] = ((t + 1, b), torch.float32)
         if self.terminated:
             fields["terminated"] = ((t, b), torch.float32)
+        if self.gradient:
+            fields["gradient"] = ((self.gradient,), torch.float32)
+            fields["gradient_stats"] = ((self.gradient_stats,), torch.float32)
         if self.sequence_starts:
             fields["core_states"] = ((self.sequence_starts, 2, b, self.lstm_size), torch.float32)
             fields["restarts"] = ((t, b), torch.float32)
         return fields
+
+
+PER_SLOT_FIELDS = ("gradient", "gradient_stats")  # an unroll's, not its steps': no time or env axis
 
 
 def is_observation(name: str) -> bool:
@@ -125,6 +135,9 @@ class UnrollBuffers:
         batch: dict = {}
         for name, t in self.tensors.items():
             picked = t.index_select(0, index)  # [S, L, B, ...]: a copy, so the slots can be granted again at once
+            if name in PER_SLOT_FIELDS:  # one per unroll, not per step: [S, ...]
+                batch[name] = picked
+                continue
             merged = picked.movedim(0, 1).flatten(1, 2)  # [L, S*B, ...] with L = T+1, T or 2
             if name.startswith("obs."):
                 batch.setdefault("obs", {})[name[4:]] = merged
