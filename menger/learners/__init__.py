@@ -21,7 +21,8 @@ def make_learner(config, policy: nn.Module, device: torch.device):
     if config.algo == "ppo":
         return PPOLearner(policy, config.ppo, **common)
     if config.algo == "a3c" and config.learner_mode == "parameter_server":
-        return GradientLearner(policy, config.a3c, shards=config.runtime.parameter_server.shards, **common)
+        return GradientLearner(policy, config.a3c, shards=config.runtime.parameter_server.shards,
+                               processes=config.runtime.launcher == "processes", **common)
     if config.algo == "a3c":
         return A2CLearner(policy, config.a3c, **common)
     return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

@@ -87,9 +87,16 @@ class GradientLearner(Learner):
     one as it arrived (async). Each weighs 1/K.
     """
 
-    def __init__(self, policy, cfg, *, shards: int, **kwargs):
-        self.shards = shards
+    def __init__(self, policy, cfg, *, shards: int, processes: bool = False, **kwargs):
+        """`processes`: the shards run in processes of their own (the processes launcher), else in this one."""
+        self.shards, self.processes = shards, processes
         super().__init__(policy, cfg, **kwargs)
+
+    def close(self) -> None:
+        """Stop the shards' processes, if they have any."""
+        close = getattr(self.optimizer, "close", None)
+        if close is not None:
+            close()
 
     def _make_optimizer(self):
         cfg = self.cfg

@@ -409,9 +409,10 @@ class Trainer:
         if hasattr(self, "transport"):
             self.transport.shutdown(self.supervisor.handles())
         # after the actors: they finish their unrolls
-        for part in ("inference", "learner_group", "evaluator", "video"):
-            if getattr(self, part, None) is not None:
-                getattr(self, part).close()
+        for part in ("inference", "learner_group", "learner", "evaluator", "video"):
+            close = getattr(getattr(self, part, None), "close", None)  # a learner closes shard processes, if any
+            if close is not None:
+                close()
         self.coordinator.close()
         self.launcher.shutdown()
 
