@@ -290,6 +290,7 @@ class Coordinator(Protocol):
         if coordinator.batch_ready():
             batch = coordinator.take_batch(transport.gather)
             learner.update(batch); publish(version); coordinator.published(version)
+            for meta in coordinator.take_expired(): accounts.drop("policy_lag", meta.frames)
 
     The supervisor tells it about incarnations: `actor_started`, `actor_lost` (its granted slots come back),
     `actor_given_up`. `SyncCoordinator` (PPO) grants after each publish; `AsyncCoordinator` (IMPALA, APPO) as
@@ -316,3 +317,7 @@ class Coordinator(Protocol):
     def take_batch(self, gather: Callable[[list[int]], dict]) -> Batch: ...
 
     def published(self, version: int) -> None: ...
+
+    def take_expired(self) -> list[UnrollMeta]:
+        """Accepted unrolls dropped since the last call because they grew too stale while they waited."""
+        ...

@@ -41,7 +41,7 @@ def make_coordinator(config) -> Coordinator:
         return SyncCoordinator(num_actors)
     if mode == "async" and config.learner_mode == "parameter_server":  # each gradient applied as it arrives
         return AsyncCoordinator(num_actors, coordination.slots_per_actor, 1,
-                                rt.parameter_server.max_staleness)
+                                rt.parameter_server.max_staleness, expire=True)
     if mode == "async":
         return AsyncCoordinator(num_actors, coordination.slots_per_actor, coordination.batch_unrolls,
                                 coordination.max_policy_lag)

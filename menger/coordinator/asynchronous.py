@@ -7,6 +7,11 @@ dropped and counted. A batch is `batch_unrolls` accepted unrolls (0 = one per ac
 Flow control: a batch of N unrolls must fit in the slots that exist, because a pending unroll keeps its slot
 until it is batched. `batch_unrolls` > actors x `slots_per_actor` could never fill and is refused when the
 coordinator is built; losing actors for good (given up) below that capacity ends the run with the same error.
+
+With `expire=True` (an async parameter server: batches of one gradient) the bound holds where it matters, when
+a gradient is applied: after every publish, pending gradients that have grown more than `max_policy_lag`
+versions old while they waited are dropped too (`take_expired` hands them to the trainer's accounts), and
+their slots go back to their actors.
 """
 from __future__ import annotations
 
@@ -15,10 +20,13 @@ from menger.core import UnrollMeta
 
 
 class AsyncCoordinator(SlotCoordinator):
-    def __init__(self, num_actors: int, slots_per_actor: int, batch_unrolls: int, max_policy_lag: int):
+    def __init__(self, num_actors: int, slots_per_actor: int, batch_unrolls: int, max_policy_lag: int,
+                 expire: bool = False):
         super().__init__(num_actors, slots_per_actor)
         self.batch_unrolls = batch_unrolls or num_actors
         self.max_policy_lag = max_policy_lag
+        self.expire = expire
+        self._expired: list[UnrollMeta] = []
         self._check_capacity(num_actors, "")
 
     def _check_capacity(self, actors: int, why: str) -> None:
@@ -42,6 +50,23 @@ class AsyncCoordinator(SlotCoordinator):
 
     def _drop_reason(self, meta: UnrollMeta) -> str | None:
         return "policy_lag" if self.version - meta.policy_version > self.max_policy_lag else None
+
+    def published(self, version: int) -> None:
+        super().published(version)
+        if not self.expire:
+            return
+        kept = []
+        for slot, meta in self.pending:
+            if self._drop_reason(meta) is None:
+                kept.append((slot, meta))
+            else:
+                self._expired.append(meta)
+                self._regrant(slot)
+        self.pending = kept
+
+    def take_expired(self) -> list[UnrollMeta]:
+        expired, self._expired = self._expired, []
+        return expired
 
     def batch_ready(self) -> bool:
         return len(self.pending) >= self.batch_unrolls

@@ -139,6 +139,10 @@ class SlotCoordinator(ABC):
     def published(self, version: int) -> None:
         self.version = version
 
+    def take_expired(self) -> list[UnrollMeta]:
+        """Pending unrolls dropped as too stale since the last call (only a parameter server expires them)."""
+        return []
+
     # ----- what only some coordinators use (replay) ------------------------------------------------------
     def attach(self, transport) -> None:
         """The transport is built (the replay keeps its items in the transport's slots)."""

@@ -283,6 +283,8 @@ class Trainer:
             self.normalization.write_into(self.learner.policy)
         self.transport.publish(self.learner.policy, self.version)
         self.coordinator.published(self.version)
+        for meta in self.coordinator.take_expired():  # a parameter server's gradients that grew too stale waiting
+            self.accounts.drop("policy_lag", meta.frames)
 
     def _check_learned(self, reason: str) -> None:
         """A run that ran out of time without a single update learned nothing: that is a failure, not a result."""

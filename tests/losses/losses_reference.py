@@ -112,3 +112,15 @@ def impala(pi_logp, V, H, vs, pg_advantages, mask, value_coef, entropy_coef):
     policy = np.mean(-pg_advantages[real] * pi_logp[real])
     value = np.mean(0.5 * (vs[real] - V[real]) ** 2)
     return policy + value_coef * value - entropy_coef * np.mean(H[real])
+
+
+def a3c(pi_logp, V, V_T, H, r, gamma, mask, value_coef, entropy_coef):
+    """Mnih et al. 2016 (algorithm S3) as means over the real samples: R_t the n-step return bootstrapped from
+    V(x_T), E[-(R_t - V(x_t)) log pi(a_t|x_t)] + c1 E[0.5 (R_t - V(x_t))^2] - c2 E[H(pi(.|x_t))]."""
+    R = n_step_returns(r, V_T, gamma)
+    real = mask != 0
+    if not real.any():
+        return 0.0
+    policy = np.mean(-(R - V)[real] * pi_logp[real])
+    value = np.mean(0.5 * (R - V)[real] ** 2)
+    return policy + value_coef * value - entropy_coef * np.mean(H[real])

@@ -24,6 +24,21 @@ def test_cartpole_impala_async_reaches_475(tmp_path, quiet):
     assert result.final_metrics["episode/return_mean"] >= 475
 
 
+def test_cartpole_a3c_async_parameter_server_reaches_475(tmp_path, quiet):
+    result = _train(tmp_path, "cartpole-a3c", quiet, "runtime.seed=1")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["episode/return_mean"] >= 475 and m["learner/policy_lag_max"] <= 4  # runtime.parameter_server.max_staleness
+
+
+def test_cartpole_a3c_sync_parameter_server_reaches_475_on_threads(tmp_path, quiet):
+    result = _train(tmp_path, "cartpole-a3c", quiet, "runtime.seed=1", "runtime.launcher=threads",
+                    "runtime.parameter_server.update=sync")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["episode/return_mean"] >= 475 and m["learner/policy_lag_max"] == 0 and m["learner/gradients"] == 2
+
+
 def test_pendulum_ppo_reaches_minus_250(tmp_path, quiet):
     result = _train(tmp_path, "pendulum-ppo", quiet, "runtime.seed=1", "stop.target_return=-250")
     assert result.reached_target, result.final_metrics
