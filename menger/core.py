@@ -273,6 +273,7 @@ class Batch:
     data: dict
     metas: list[UnrollMeta]
     lags: list[int]
+    keys: object = None  # replay: the sampled items' keys, where `learned` writes their new priorities
 
     @property
     def frames(self) -> int:

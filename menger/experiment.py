@@ -207,6 +207,13 @@ class ApexConfig:
 
 
 @dataclass(frozen=True)
+class GorilaConfig(ApexConfig):
+    """GORILA (Nair et al. 2015): Ape-X's actors and replay, and `runtime.learner.count` DQN learners that each
+    sample the replay, compute the gradient of Ape-X's loss on the parameters they last fetched, and push it to the
+    sharded parameter server (`runtime.parameter_server`). `target_update_interval` counts the server's steps."""
+
+
+@dataclass(frozen=True)
 class R2D2Config(ApexConfig):
     """R2D2 (Kapturowski et al. 2019): Ape-X with an LSTM core (model.lstm_size), learned from replayed sequences
     that carry the recurrent state the actor had at their first step, with a burn-in and rescaled values.
@@ -538,16 +545,17 @@ class LogConfig:
 @dataclass(frozen=True)
 class ExperimentConfig:
     name: str = field("experiment", doc="name of the experiment (used in run directory names)")
-    algo: Literal["ppo", "impala", "appo", "a3c", "apex", "r2d2", "sac"] = field(
+    algo: Literal["ppo", "impala", "appo", "a3c", "apex", "gorila", "r2d2", "sac"] = field(
         "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), a3c (actor-learners pushing gradients "
-        "to a parameter server), apex (Ape-X DQN), r2d2 (recurrent Ape-X from replayed sequences), sac (soft "
-        "actor-critic)")
+        "to a parameter server), apex (Ape-X DQN), gorila (DQN learners pushing gradients from the replay to a "
+        "parameter server), r2d2 (recurrent Ape-X from replayed sequences), sac (soft actor-critic)")
     env: EnvConfig = field(default_factory=EnvConfig, doc="the environment")
     model: ModelConfig = field(default_factory=ModelConfig, doc="the network")
     ppo: PPOConfig = field(default_factory=PPOConfig, doc="PPO settings (algo: ppo)")
     vtrace: VTraceConfig = field(default_factory=VTraceConfig, doc="IMPALA/APPO settings")
     a3c: A3CConfig = field(default_factory=A3CConfig, doc="A3C settings (algo: a3c)")
     apex: ApexConfig = field(default_factory=ApexConfig, doc="Ape-X DQN settings (algo: apex)")
+    gorila: GorilaConfig = field(default_factory=GorilaConfig, doc="GORILA settings (algo: gorila)")
     r2d2: R2D2Config = field(default_factory=R2D2Config, doc="R2D2 settings (algo: r2d2)")
     sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
     replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, r2d2, sac)")
@@ -572,7 +580,8 @@ class ExperimentConfig:
             self._check_parameter_server()
         if self.env.normalize.active:
             self._check_normalize()
-        if learners > 1:  # every learner needs a column per minibatch, or the ranks would take different step counts
+        if learners > 1 and self.learner_mode == "allreduce":  # every learner needs a column per minibatch, or the
+            # ranks would take different step counts
             smallest = self.batch_columns // learners
             minibatches = self.ppo.minibatches if self.algo == "ppo" else self.vtrace.minibatches
             needed = minibatches if (self.algo != "ppo" or self.model.lstm_size) else 1
@@ -602,19 +611,21 @@ class ExperimentConfig:
     def _check_parameter_server(self) -> None:
         rt, ps = self.runtime, self.runtime.parameter_server
         problems = []
-        if self.algo != "a3c":
+        if self.algo not in GRADIENT_WORKERS:
             problems.append(f"runtime.learner.mode=parameter_server with algo={self.algo!r}: gradient workers are built "
-                            "for a3c; train it with runtime.learner.mode=allreduce (or auto)")
-        if rt.learner.count > 1:
+                            "for a3c and gorila; train it with runtime.learner.mode=allreduce (or auto)")
+        elif self.algo == "gorila":
+            problems += self._gorila_problems()
+        if self.algo == "a3c" and rt.learner.count > 1:
             problems.append(f"runtime.learner.count={rt.learner.count}: with a parameter server the gradient workers "
                             "are the actors (runtime.actors) and one learner applies their gradients; use "
                             "runtime.learner.count=1")
         mode = rt.coordination.mode
-        if mode not in ("auto", ps.update):
+        if self.algo == "a3c" and mode not in ("auto", ps.update):
             problems.append(f"runtime.coordination.mode={mode!r} but runtime.parameter_server.update={ps.update!r}: "
                             "the server's update decides when gradients are applied; leave the coordination mode "
                             "at auto")
-        if ps.update == "async" and rt.coordination.batch_unrolls not in (0, 1):
+        if self.algo == "a3c" and ps.update == "async" and rt.coordination.batch_unrolls not in (0, 1):
             problems.append(f"runtime.coordination.batch_unrolls={rt.coordination.batch_unrolls}: an async "
                             "parameter server applies each gradient as it arrives; leave batch_unrolls at 0, or "
                             "use runtime.parameter_server.update=sync to average one gradient per actor")
@@ -627,20 +638,35 @@ class ExperimentConfig:
         if problems:
             raise ConfigError(problems)
 
+    def _gorila_problems(self) -> list[str]:
+        problems = []
+        if self.replay.lockstep:
+            problems.append("replay.lockstep with algo gorila: its learners sample and push at their own pace, so a "
+                            "run is not a function of its seeds; unset replay.lockstep (or train apex)")
+        if self.replay.publish_every != 1:
+            problems.append(f"replay.publish_every={self.replay.publish_every} with algo gorila: the parameter server "
+                            "publishes every step it takes, which its learners read; leave it at 1")
+        return problems
+
     @property
     def learner_mode(self) -> str:
         """The resolved `runtime.learner.mode`: 'allreduce' or 'parameter_server'."""
         mode = self.runtime.learner.mode
         if mode != "auto":
             return mode
-        return "parameter_server" if self.algo == "a3c" else "allreduce"
+        return "parameter_server" if self.algo in GRADIENT_WORKERS else "allreduce"
 
     def _check_off_policy(self) -> None:
         rt = self.runtime
         problems = []
-        if rt.learner.count > 1:
+        if self.algo == "gorila" and self.learner_mode != "parameter_server":
+            problems.append(f"runtime.learner.mode={rt.learner.mode} with algo gorila: its learners push gradients to "
+                            "a parameter server; leave runtime.learner.mode at auto (or train apex, whose one "
+                            "learner steps by itself)")
+        if rt.learner.count > 1 and self.algo != "gorila":
             problems.append(f"runtime.learner.count={rt.learner.count}: {self.algo} trains with one learner; "
-                            "use runtime.learner.count=1")
+                            "use runtime.learner.count=1 (or algo gorila, whose learners push gradients to a "
+                            "parameter server)")
         if rt.inference.mode == "central":
             problems.append(f"runtime.inference.mode=central: {self.algo}'s actors act on their cached parameters; "
                             "use runtime.inference.mode=local")
@@ -705,10 +731,11 @@ class ExperimentConfig:
         return unrolls * rt.envs_per_actor
 
 
-OFF_POLICY = ("apex", "r2d2", "sac")  # the algorithms that learn from replay
+OFF_POLICY = ("apex", "gorila", "r2d2", "sac")  # the algorithms that learn from replay
+GRADIENT_WORKERS = ("a3c", "gorila")  # the algorithms whose workers push gradients to a parameter server
 # The sections each algorithm reads its own settings from; the others' are defaults it never looks at.
 ALGO_SECTIONS = {"ppo": ("ppo",), "impala": ("vtrace",), "appo": ("vtrace",), "a3c": ("a3c",),
-                 "apex": ("apex", "replay"),
+                 "apex": ("apex", "replay"), "gorila": ("gorila", "replay"),
                  "r2d2": ("r2d2", "replay"), "sac": ("sac", "replay")}
 # How a run is operated, not what it learns: left out of its hyperparameters.
 OPERATIONAL_KEYS = ("eval", "checkpoint", "log", "runtime.supervision", "runtime.ray")

@@ -228,7 +228,7 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         policy.eval()
         if hasattr(envs, "set_opponents"):
             envs.set_opponents(_opponents(config, envs, league, seed))
-        if config.algo in ("apex", "r2d2"):  # Ape-X: every actor explores with its own epsilon
+        if config.algo in ("apex", "gorila", "r2d2"):  # Ape-X: every actor explores with its own epsilon
             ap, rt = getattr(config, config.algo), config.runtime
             if ap.epsilon_per == "env":  # env b of actor i is copy i * B + b of N = actors x B
                 policy.explore([actor_id * rt.envs_per_actor + b for b in range(rt.envs_per_actor)],

@@ -283,7 +283,7 @@ class ReplayCoordinator(SlotCoordinator):
         data["weights"] = torch.from_numpy(weights.astype(np.float32))
         self._last_keys, self._updating = keys, True
         metas, self.new_metas = self.new_metas, []
-        return Batch(data, metas, [self.version - meta.policy_version for meta in metas])
+        return Batch(data, metas, [self.version - meta.policy_version for meta in metas], keys=keys)
 
     def _batch_data(self, d: dict, obs) -> dict:
         """The learner's batch of sampled items `d` (with their observations [N, 2, ...]: at t and at boot)."""
@@ -304,8 +304,9 @@ class ReplayCoordinator(SlotCoordinator):
 
     def learned(self, batch: Batch, stats: dict) -> None:
         priorities = stats.pop("priorities", None)
-        if priorities is not None and self.prioritized and self._last_keys is not None:
-            self.tables.update_priorities(self._last_keys, priorities)
+        keys = batch.keys if batch.keys is not None else self._last_keys  # GORILA: several batches in flight
+        if priorities is not None and self.prioritized and keys is not None:
+            self.tables.update_priorities(keys, priorities)
 
     def published(self, version: int) -> None:
         super().published(version)

@@ -13,6 +13,12 @@ OFF_POLICY_LEARNERS = {"apex": DQNLearner, "r2d2": R2D2Learner, "sac": SACLearne
 
 def make_learner(config, policy: nn.Module, device: torch.device):
     """The learner of `config.algo` for `policy` (what actors act with; a learner adds what only it needs)."""
+    if config.algo == "gorila":
+        from menger.learners.gorila import GorilaLearner
+
+        return GorilaLearner(policy, config.gorila, device=device, seed=config.runtime.seed,
+                             shards=config.runtime.parameter_server.shards,
+                             processes=config.runtime.launcher == "processes")
     if config.algo in OFF_POLICY_LEARNERS:
         return OFF_POLICY_LEARNERS[config.algo](policy, getattr(config, config.algo), device=device,
                                                 seed=config.runtime.seed)

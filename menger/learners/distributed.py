@@ -35,17 +35,11 @@ import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector
 
 from menger.device import resolve_device
+from menger.learners.learner import LearnerProcessError
 from menger.models.actions import ActionCodec
 from menger.transport import UnrollBuffers, UnrollSpec
 
 log = logging.getLogger("menger.learners")
-
-
-class LearnerProcessError(RuntimeError):
-    """A data-parallel learner process died or stopped answering. `child_errors`: {"learner rank r": (its
-    error, its traceback)} when the rank reported one (`menger.explain`)."""
-
-    child_errors: dict[str, tuple[str, str]] = {}
 
 
 # ----- pure helpers --------------------------------------------------------------------------------
@@ -310,6 +304,9 @@ class LearnerGroup:
         self._wait_all("done", f"update {self.updates + 1}")
         self.updates += 1
         return stats
+
+    def publish(self, learner, version: int) -> None:
+        """Nothing to do: every rank stepped to the same parameters (a `GorilaWorkers` reads them from here)."""
 
     def parameters(self, rank: int) -> torch.Tensor:
         """Rank `rank`'s flat parameter vector (read back through shared memory): for checks and tests."""

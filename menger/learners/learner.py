@@ -21,6 +21,13 @@ from torch import nn
 from menger.losses import appo_loss, explained_variance, gae, impala_loss, ppo_loss, vtrace
 
 
+class LearnerProcessError(RuntimeError):
+    """A learner process (a data-parallel rank, a GORILA learner) died or stopped answering. `child_errors`:
+    {"learner rank r": (its error, its traceback)} when the process reported one (`menger.explain`)."""
+
+    child_errors: dict[str, tuple[str, str]] = {}
+
+
 def _to_device(batch: dict, device: torch.device) -> dict:
     out = {}
     for key, value in batch.items():

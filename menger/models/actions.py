@@ -32,8 +32,8 @@ import torch
 
 MASKED_LOGIT = -1e9
 MAX_JOINT_ACTIONS = 4096  # Q-learning over a joint Discrete: one Q value per combination of the components
-POLICY_GRADIENT = ("ppo", "impala", "appo")
-Q_LEARNING = ("apex", "r2d2")
+POLICY_GRADIENT = ("ppo", "impala", "appo", "a3c")
+Q_LEARNING = ("apex", "gorila", "r2d2")
 
 
 class Leaf(NamedTuple):

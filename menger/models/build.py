@@ -21,7 +21,7 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
         return RecurrentQNetwork(obs_space, action_space, lstm_size=model_cfg.lstm_size, encoder=model_cfg.encoder,
                                  hidden=tuple(model_cfg.hidden), activation=model_cfg.activation,
                                  dueling=model_cfg.dueling, board_channels=tuple(model_cfg.board_channels))
-    if algo == "apex":
+    if algo in ("apex", "gorila"):
         return QNetwork(obs_space, action_space, encoder=model_cfg.encoder, hidden=tuple(model_cfg.hidden),
                         activation=model_cfg.activation, dueling=model_cfg.dueling,
                         board_channels=tuple(model_cfg.board_channels))

@@ -33,6 +33,7 @@ from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
 from menger.learners import make_learner
 from menger.learners.a3c import gradient_size
 from menger.learners.distributed import LearnerGroup
+from menger.learners.gorila import GorilaWorkers
 from menger.models import build_policy
 from menger.models.normalize import RunningNormalization
 from menger.runtime.accounting import FrameAccounts
@@ -86,6 +87,11 @@ class Trainer:
         self.normalization: RunningNormalization | None = None  # env.normalize: built with the spaces
         self._league_given = league
         self.league: LeagueKeeper | None = None  # multi-agent runs with a league: this learner's side of it
+        self.gorila = config.algo == "gorila"  # learner processes push gradients (`menger.learners.gorila`)
+        self._wait_s = 0.001 if self.gorila else 0.005  # how long to wait for actors when nothing is to learn
+        self._round: list = []  # gorila, sync: the gradients of the round so far, and how many were handed out
+        self._dispatched = 0
+        self._stale_gradients = 0
 
     actors = property(lambda self: self.supervisor.actors)  # per actor: incarnation, handle, restarts, errors
 
@@ -99,10 +105,9 @@ class Trainer:
             while reason is None:
                 self.supervisor.tick()                      # restart the dead and the stalled
                 self._send_grants()                         # slots the coordinator hands out
-                ready = self.coordinator.batch_ready()
-                self._receive(timeout=0.0 if ready else 0.005)  # accept or drop each unroll tag
-                if ready or self.coordinator.batch_ready():
-                    self._learn()                           # gather, update, publish version += 1
+                ready = self._learn_ready()
+                self._receive(timeout=0.0 if ready else self._wait_s)  # accept or drop each unroll tag
+                if (ready or self._learn_ready()) and self._learn():  # gather, update, publish version += 1
                     self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
                     if self.evaluator is not None and self.evaluator.due(self.elapsed()):
                         self._evaluate()                    # deterministic episodes on the evaluator's own envs
@@ -182,14 +187,17 @@ class Trainer:
         self.device = resolve_device(rt.learner.device)
         if self.device.type == "cpu":
             torch.set_num_threads(rt.learner.threads or max(1, (os.cpu_count() or 1) - self.launcher.local_actors))
-        self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
+        if self.gorila:  # GORILA's learner processes push gradients (forked before CUDA, as data-parallel ranks)
+            self.learner_group = GorilaWorkers.start(cfg, obs_space, action_space)
+        else:
+            self.learner_group = LearnerGroup.start(cfg, obs_space, action_space, self.run_dir, resume=self.resume)
         self.learner = make_learner(cfg, build_policy(obs_space, action_space, cfg.model, cfg.algo, cfg.env.normalize),
                                     self.device)
         if cfg.env.normalize.active:
             self.normalization = RunningNormalization(cfg.env.normalize, getattr(obs_space, "shape", ()) or ())
         spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor,
                           cfg.model.lstm_size,
-                          values=cfg.algo in ("apex", "r2d2"), terminated=cfg.coordination == "replay",
+                          values=cfg.algo in ("apex", "gorila", "r2d2"), terminated=cfg.coordination == "replay",
                           sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0,
                           gradient=gradient_size(self.learner.policy) if cfg.learner_mode == "parameter_server" else 0)
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
@@ -251,10 +259,19 @@ class Trainer:
         elif message[0] == "snapshot":
             self._snapshots[actor_id] = message[1]
 
-    def _learn(self) -> None:
+    def _learn_ready(self) -> bool:
+        if not self.gorila:
+            return self.coordinator.batch_ready()
+        workers = self.learner_group
+        return workers.has_results() or (self._may_submit() and self.coordinator.batch_ready())
+
+    def _learn(self) -> bool:
+        """One update (False: nothing was applied, which only GORILA's learner processes can leave undone)."""
+        if self.gorila:
+            return self._learn_pushed()
         batch = self.coordinator.take_batch(self.transport.gather)  # a copy: its slots may be granted again
         if batch is None:  # replay on Ray: every sampled item was on a node that just died; sample again
-            return
+            return True
         self._send_grants()                                         # async: actors go on while the learner steps
         self._notify("on_batch", batch)
         self.accounts.lags.extend(batch.lags)
@@ -273,6 +290,62 @@ class Trainer:
             self.coordinator.published(self.version)
         self.learner_stats = stats
         self._notify("on_update", stats)
+        return True
+
+    # ----- GORILA: learner processes push gradients ---------------------------------------------------------
+    def _may_submit(self) -> bool:
+        """async: whenever a learner process is idle; sync: a new round once the last one is applied."""
+        workers = self.learner_group
+        if self.cfg.runtime.parameter_server.update == "async":
+            return bool(workers.idle())
+        return bool(workers.idle()) and self._dispatched < workers.alive()  # nothing is applied mid-round
+
+    def _learn_pushed(self) -> bool:
+        """Apply what the learner processes pushed (each as it came, or a whole round), then hand out batches."""
+        workers, ps = self.learner_group, self.cfg.runtime.parameter_server
+        workers.check()
+        pushed = workers.finished()
+        applied = False
+        if ps.update == "async":
+            for one in pushed:
+                applied = self._apply_pushed([one]) or applied
+        else:
+            self._round.extend(pushed)
+            if self._round and not workers.busy() and self._dispatched >= workers.alive():  # all of it is back
+                applied = self._apply_pushed(self._round)
+                self._round, self._dispatched = [], 0
+        while self._may_submit() and self.coordinator.batch_ready():
+            batch = self.coordinator.take_batch(self.transport.gather)
+            if batch is None:
+                continue
+            self._notify("on_batch", batch)
+            self.accounts.lags.extend(batch.lags)
+            self.accounts.accepted += batch.frames
+            workers.submit(workers.idle()[0], batch, self.version)
+            self._dispatched += 1
+        self._send_grants()
+        return applied
+
+    def _apply_pushed(self, pushed: list) -> bool:
+        """One server step on the gradients that are fresh enough (a sync round's all are); the priorities of
+        every batch go back to the replay. False when every gradient was too stale."""
+        bound = self.cfg.runtime.parameter_server.max_staleness
+        staleness = [self.version - one.base_version for one in pushed]
+        fresh = [one for one, lag in zip(pushed, staleness) if lag <= bound]
+        self._stale_gradients += len(pushed) - len(fresh)
+        for one in pushed:  # |TD| measured on the parameters the learner had: still news for the replay
+            self.coordinator.learned(one.batch, {"priorities": one.priorities.numpy()})
+        if not fresh:
+            return False
+        stats = {key: sum(one.stats[key] for one in fresh) / len(fresh) for key in fresh[0].stats}
+        stats = self.learner.update({"gradient": torch.stack([one.gradient for one in fresh]), "stats": stats},
+                                    self.accounts.accepted)
+        stats.update(staleness_mean=sum(staleness) / len(staleness), gradients_dropped_stale=self._stale_gradients)
+        self.version += 1
+        self._publish()
+        self.learner_stats = stats
+        self._notify("on_update", stats)
+        return True
 
     def _evaluate(self) -> None:
         self.eval_stats = self.evaluator.run(self.learner.policy, self.elapsed())
@@ -282,6 +355,7 @@ class Trainer:
         if self.normalization is not None:  # the statistics travel with the parameters (ObsNormalizer)
             self.normalization.write_into(self.learner.policy)
         self.transport.publish(self.learner.policy, self.version)
+        self.learner_group.publish(self.learner, self.version)  # GORILA's learner processes read it too
         self.coordinator.published(self.version)
         for meta in self.coordinator.take_expired():  # a parameter server's gradients that grew too stale waiting
             self.accounts.drop("policy_lag", meta.frames)
@@ -395,6 +469,7 @@ class Trainer:
                       **self.coordinator.metrics(), **self.eval_stats, **self.checkpoint_stats,
                       **(self.video.metrics() if self.video is not None else {}),
                       **(self.normalization.metrics() if self.normalization is not None else {}),
+                      **(self.learner_group.metrics() if self.gorila else {}),
                       **(self.league.metrics() if self.league is not None else {})}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),

@@ -53,6 +53,14 @@ def test_cartpole_apex_reaches_a_deterministic_evaluation_of_475(tmp_path, quiet
     assert m["replay/samples_per_insert"] <= 16 * 1.1  # the rate limiter held the ratio
 
 
+def test_cartpole_gorila_reaches_a_deterministic_evaluation_of_475(tmp_path, quiet):
+    result = _train(tmp_path, "cartpole-gorila", quiet, "runtime.seed=1")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["eval/return_mean"] >= 475 and m["eval/episodes"] == 10
+    assert m["learner/workers"] == 2 and m["learner/workers_lost"] == 0
+
+
 def test_cartpole_without_velocities_r2d2_reaches_a_deterministic_evaluation_of_475(tmp_path, quiet):
     """Only memory solves it: the feed-forward apex preset stays near 45 on the same env (benchmarks/memory.py)."""
     result = _train(tmp_path, "cartpole-novel-r2d2", quiet, "runtime.seed=1")
