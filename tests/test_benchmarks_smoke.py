@@ -194,3 +194,32 @@ def test_the_exploitability_benchmark_trains_both_sides_and_an_exploiter_of_each
     printed = capsys.readouterr().out
     assert "exploiter wins" in printed and "league_exploiter_0" in printed  # the league's Elo table
     assert json.loads((tmp_path / "e.json").read_text())["connect4-league"]["exploiter_win_rate"] >= 0
+
+
+def test_gradient_modes_reads_the_target_record_and_counts_a_gradient_per_worker():
+    gradient_modes = _benchmark("gradient_modes")
+    records = [{**_record(1.0, 1000), "learner/updates": 10, "learner/policy_lag_mean": 1.0,
+                "episode/return_mean": 300.0},
+               {**_record(2.0, 3000), "learner/updates": 30, "learner/policy_lag_mean": 2.0,
+                "episode/return_mean": 480.0, "transport/frames_dropped/policy_lag": 256}]
+    run = gradient_modes.read_run(records, "sync PS", 4, seed=1, load=0.5)
+    assert (run.frames_to_target, run.seconds_to_target) == (3000, 2.0)
+    assert run.updates_per_s == 15.0 and run.gradients_per_s == 60.0 and run.frames_per_s == 1500.0
+    assert run.policy_lag_mean == 1.5 and run.stale_frames_dropped == 256
+    unreached = gradient_modes.read_run(records[:1], "async PS", 4, seed=1, load=0.5)
+    assert unreached.frames_to_target is None and unreached.gradients_per_s == unreached.updates_per_s == 10.0
+
+
+@pytest.mark.slow
+def test_the_gradient_modes_benchmark_prints_a_row_per_mode_and_every_column(tmp_path, capsys):
+    gradient_modes = _benchmark("gradient_modes")
+    rows = gradient_modes.main(["--workers", "1", "--seeds", "1", "--wall-clock-s", "1.5", "--launcher", "threads",
+                                "--json", str(tmp_path / "g.json")])
+    assert [(row["mode"], row["workers"]) for row in rows] == [(mode, 1) for mode in gradient_modes.MODES]
+    assert all(row["updates_per_s"] > 0 and row["frames_per_s"] > 0 for row in rows)
+    assert all(row["gradients_per_s"] == row["updates_per_s"] for row in rows)  # one worker: one gradient an update
+    printed = capsys.readouterr().out.splitlines()
+    assert all(heading in printed[0] for heading in gradient_modes.COLUMNS)
+    for mode in gradient_modes.MODES:
+        assert any(line.startswith(f"{mode} ") for line in printed[2:])
+    assert len(json.loads((tmp_path / "g.json").read_text())["runs"]) == 3
