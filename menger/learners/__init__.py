@@ -17,8 +17,7 @@ def make_learner(config, policy: nn.Module, device: torch.device):
         from menger.learners.gorila import GorilaLearner
 
         return GorilaLearner(policy, config.gorila, device=device, seed=config.runtime.seed,
-                             shards=config.runtime.parameter_server.shards,
-                             processes=config.runtime.launcher == "processes")
+                             shards=config.runtime.parameter_server.shards, launcher=config.runtime.launcher)
     if config.algo in OFF_POLICY_LEARNERS:
         return OFF_POLICY_LEARNERS[config.algo](policy, getattr(config, config.algo), device=device,
                                                 seed=config.runtime.seed)
@@ -28,7 +27,7 @@ def make_learner(config, policy: nn.Module, device: torch.device):
         return PPOLearner(policy, config.ppo, **common)
     if config.algo == "a3c" and config.learner_mode == "parameter_server":
         return GradientLearner(policy, config.a3c, shards=config.runtime.parameter_server.shards,
-                               processes=config.runtime.launcher == "processes", **common)
+                               launcher=config.runtime.launcher, **common)
     if config.algo == "a3c":
         return A2CLearner(policy, config.a3c, **common)
     return VTraceLearner(policy, config.vtrace, appo=config.algo == "appo", **common)

@@ -18,7 +18,8 @@ import torch
 
 from menger.learners.learner import Adam, Learner, _obs_float, _to_device
 from menger.losses import a3c_loss, explained_variance, gae
-from menger.params.sharded import ShardedParameterServer
+from menger.learners.ps import make_parameter_server
+from menger.params.sharded import write_gradient
 
 GRADIENT_STATS = ("loss", "policy_loss", "value_loss", "entropy", "explained_variance")
 
@@ -55,14 +56,7 @@ class A3CGradient:
         with torch.enable_grad():
             loss, stats = a3c_unroll_loss(self.policy, batch, self.cfg)
             grads = torch.autograd.grad(loss, self.params, allow_unused=True)
-        flat, offset = view["gradient"], 0
-        for p, g in zip(self.params, grads):
-            n = p.numel()
-            if g is None:
-                flat[offset:offset + n].zero_()
-            else:
-                flat[offset:offset + n].copy_(g.reshape(-1))
-            offset += n
+        write_gradient(view["gradient"], self.params, grads)
         values = dict(stats, loss=loss.detach())
         view["gradient_stats"].copy_(torch.tensor([float(values[name]) for name in GRADIENT_STATS]))
 
@@ -87,21 +81,28 @@ class GradientLearner(Learner):
     one as it arrived (async). Each weighs 1/K.
     """
 
-    def __init__(self, policy, cfg, *, shards: int, processes: bool = False, **kwargs):
-        """`processes`: the shards run in processes of their own (the processes launcher), else in this one."""
-        self.shards, self.processes = shards, processes
+    def __init__(self, policy, cfg, *, shards: int, launcher: str = "threads", **kwargs):
+        """`launcher` places the shards (`menger.params.sharded.make_parameter_server`): processes of their own
+        (processes), Ray actors (ray), or objects in this process (threads)."""
+        self.shards, self.launcher = shards, launcher
         super().__init__(policy, cfg, **kwargs)
 
+    def metrics(self) -> dict:
+        return getattr(self.optimizer, "metrics", dict)()
+
     def close(self) -> None:
-        """Stop the shards' processes, if they have any."""
-        close = getattr(self.optimizer, "close", None)
+        """Stop the shards' processes or actors, if they have any."""
+        close = getattr(getattr(self, "optimizer", None), "close", None)
         if close is not None:
             close()
 
     def _make_optimizer(self):
+        """The sharded server: its shards in processes of their own, or in this one. A second call (a league
+        reset) stops the first server's processes before it forks new ones."""
         cfg = self.cfg
-        return ShardedParameterServer(self.params, self.shards, cfg.max_grad_norm,
-                                      lambda params: Adam(params, lr=cfg.lr, eps=cfg.adam_eps))
+        self.close()
+        return make_parameter_server(self.params, self.shards, cfg.max_grad_norm,
+                                     lambda params: Adam(params, lr=cfg.lr, eps=cfg.adam_eps), self.launcher)
 
     def update(self, batch: dict, frames: int) -> dict[str, float]:
         lr = self._set_lr(frames)

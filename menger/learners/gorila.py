@@ -31,6 +31,8 @@ import torch
 from menger.learners.learner import Adam, LearnerProcessError
 from menger.learners.offpolicy import DQNLearner
 from menger.params.server import SharedParameters
+from menger.learners.ps import make_parameter_server
+from menger.params.sharded import write_gradient
 from menger.transport.shm import UnrollSpec
 
 log = logging.getLogger("menger.learners")
@@ -46,9 +48,10 @@ class GorilaLearner(DQNLearner):
     counts the copies, so the learner processes fetch the target only when it moved.
     """
 
-    def __init__(self, policy, cfg, *, device: torch.device, seed: int, shards: int, processes: bool = False):
+    def __init__(self, policy, cfg, *, device: torch.device, seed: int, shards: int, launcher: str = "threads"):
         super().__init__(policy, cfg, device=device, seed=seed)
-        self.optimizer = make_server(self.params, shards, cfg, processes)
+        self.optimizer = make_parameter_server(self.params, shards, cfg.max_grad_norm,
+                                               lambda group: Adam(group, lr=cfg.lr, eps=cfg.adam_eps), launcher)
         self.target_version = 0
 
     def update(self, batch: dict, frames: int) -> dict:
@@ -68,18 +71,13 @@ class GorilaLearner(DQNLearner):
         super().load_state_dict(state)
         self.target_version = int(state.get("target_version", 0))
 
+    def metrics(self) -> dict:
+        return getattr(self.optimizer, "metrics", dict)()
+
     def close(self) -> None:
         close = getattr(self.optimizer, "close", None)
         if close is not None:
             close()
-
-
-def make_server(params: list[torch.Tensor], shards: int, cfg, processes: bool):
-    """The sharded server over `params`: shards in processes of their own (the processes launcher) or here."""
-    from menger.params import sharded
-
-    make = sharded.ShardProcesses if processes and hasattr(sharded, "ShardProcesses") else sharded.ShardedParameterServer
-    return make(params, shards, cfg.max_grad_norm, lambda group: Adam(group, lr=cfg.lr, eps=cfg.adam_eps))
 
 
 # ----- the learner processes ---------------------------------------------------------------------
@@ -118,15 +116,6 @@ def _staged(staging: dict, n: int) -> dict:
         else:
             batch[head] = tensor[:n]
     return batch
-
-
-def write_gradient(flat: torch.Tensor, params: list[torch.Tensor], grads) -> None:
-    """Gradients into a flat slot, in parameter order (zeros where a parameter had none)."""
-    offset = 0
-    for p, g in zip(params, grads):
-        size = p.numel()
-        flat[offset:offset + size].copy_(g.reshape(-1) if g is not None else torch.zeros(size))
-        offset += size
 
 
 def _worker_main(index: int, config, spaces, staging: dict, gradient: torch.Tensor, priorities: torch.Tensor,

@@ -470,6 +470,7 @@ class Trainer:
                       **(self.video.metrics() if self.video is not None else {}),
                       **(self.normalization.metrics() if self.normalization is not None else {}),
                       **(self.learner_group.metrics() if self.gorila else {}),
+                      **getattr(self.learner, "metrics", dict)(),  # a parameter server's shards
                       **(self.league.metrics() if self.league is not None else {})}
         metrics = self.metrics.record(elapsed, self.accounts, self.learner.updates, self.version,
                                       learner_stats=self.learner_stats, env_stats=self.accounts.env_totals(),
