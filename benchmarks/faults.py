@@ -91,6 +91,18 @@ FAULTS = [
     Fault("listening ports of data-parallel learners", "nothing listens on a non-loopback address",
           ("tests/distributed/test_data_parallel.py::test_the_learners_rendezvous_and_collectives_listen_on_no_"
            "outside_address",)),
+    Fault("an A3C actor-learner SIGKILLed while writing its gradient", "never applied; a new incarnation goes on",
+          ("tests/distributed/test_a3c.py::test_an_actor_killed_while_writing_its_gradient_never_has_it_applied",)),
+    Fault("a GORILA learner SIGKILLed while writing its gradient", "never applied; the other learner goes on",
+          ("tests/distributed/test_gorila.py::test_a_learner_killed_while_writing_its_gradient_leaves_nothing_"
+           "applied_and_the_other_goes_on",)),
+    Fault("a parameter-server shard SIGKILLed", "processes: the run ends naming it and resumes; Ray: remade",
+          ("tests/distributed/test_parameter_server_processes.py::test_a_run_whose_shard_is_killed_fails_naming_it_"
+           "and_resumes_from_its_checkpoint",
+           "tests/ray/test_ray_parameter_server.py::test_a_killed_shard_is_remade_from_its_last_snapshot_and_the_"
+           "step_goes_on")),
+    Fault("listening ports of gradient workers on one host", "none at all (A3C, GORILA)",
+          ("tests/distributed/test_gorila.py::test_gradient_workers_on_one_host_open_no_network_port",)),
 ]
 BAD_INPUTS = (F + "test_bad_inputs.py", F + "test_config_faults.py::test_bad_override_exits_2_naming_the_key_before_"
               "starting", F + "test_config_faults.py::test_mistyped_key_in_an_experiment_file_is_named_with_its_section",

@@ -53,7 +53,10 @@ def test_a_learner_killed_while_writing_its_gradient_leaves_nothing_applied_and_
     assert m["learner/workers_lost"] == 1 and m["learner/workers"] == 1
     assert m["learner/updates"] > 40  # the survivor went on
     policy = api.load_policy(result.run_dir)
-    assert all(torch.isfinite(p).all() for p in policy.network.parameters())
+    finite = all(torch.isfinite(p).all() for p in policy.network.parameters())
+    print(f"learner killed with half its gradient written: learners lost {m['learner/workers_lost']:.0f} of 2, "
+          f"{m['learner/updates']:.0f} updates, parameters finite: {finite}")
+    assert finite
 
 
 def test_a_gorila_run_resumes_from_its_checkpoint(quiet, tmp_path):
@@ -72,3 +75,31 @@ def test_a_gorila_run_resumes_from_its_checkpoint(quiet, tmp_path):
 def test_gorila_refuses_what_it_cannot_do(extra, words):
     with pytest.raises(ConfigError, match=words):
         load_experiment("cartpole-gorila", extra)
+
+
+@pytest.mark.parametrize("preset", ["cartpole-a3c", "cartpole-gorila"])
+def test_gradient_workers_on_one_host_open_no_network_port(preset, quiet, tmp_path):
+    """Gradients travel through shared-memory slots and pipes: the trainer, its actors, its shard processes and
+    GORILA's learners hold no listening TCP socket, on any address."""
+    from menger.runtime import Observer
+    from test_data_parallel import _listening_sockets
+
+    class Look(Observer):
+        seen: list = None
+
+        def on_update(self, trainer, stats):
+            if self.seen is None and trainer.learner.updates >= 20:
+                import multiprocessing
+
+                pids = [os.getpid()] + [child.pid for child in multiprocessing.active_children()]
+                pids += [r.handle.pid for r in trainer.actors if getattr(r.handle, "pid", None)]
+                self.seen = (sorted(set(pids)), _listening_sockets(sorted(set(pids))))
+
+    look = Look()
+    api.train(preset, overrides=[*quiet, *SHORT, "runtime.launcher=processes", "stop.env_frames=20000"],
+              run_dir=tmp_path / "run", observers=[look])
+    pids, listening = look.seen
+    print(f"{preset}: {len(pids)} processes, listening TCP sockets: {len(listening)}")
+    shards = 2  # both presets: runtime.parameter_server.shards=2, each a process
+    assert len(pids) >= 1 + 2 + shards  # the trainer, 2 actors, the shards (and GORILA's 2 learners)
+    assert listening == [], listening

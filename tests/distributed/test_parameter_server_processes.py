@@ -268,3 +268,5 @@ def test_a_run_whose_shard_is_killed_fails_naming_it_and_resumes_from_its_checkp
     assert result.final_metrics["learner/updates"] > saved_updates
     assert result.final_metrics["time/env_frames"] >= saved_frames + 3000
     assert all(_gone(pid) for pid in resumed.pids)
+    print(f"shard 1 SIGKILLed after update 10: the run ended naming it; resumed at update {resumed.updates} "
+          f"(its checkpoint's), parameters and moments as saved, went on to {result.final_metrics['learner/updates']:.0f}")
