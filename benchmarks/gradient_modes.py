@@ -1,6 +1,7 @@
-"""Gradient modes: three ways of applying A3C's actor-critic gradients on CartPole, at 1, 2, 4 workers, in one run.
+"""Gradient modes: all-reduce against a sync and an async parameter server on CartPole, at 1, 2, 4 workers.
 
-All three train `cartpole-a3c` (the A3C loss, 16 envs an actor, unrolls of 16) with N workers:
+`--family a3c` (actor-critic): all three train `cartpole-a3c` (the A3C loss, 16 envs an actor, unrolls of 16)
+with N workers:
 
 * **all-reduce** (A2C): ``menger train cartpole-a3c --set runtime.learner.mode=allreduce --learners N
   --actors N``. Actors only act; each round (sync) the N learner ranks take a share of the batch of one unroll
@@ -10,6 +11,14 @@ All three train `cartpole-a3c` (the A3C loss, 16 envs an actor, unrolls of 16) w
   per actor and steps: one update averages N gradients;
 * **async PS**: ``menger train cartpole-a3c --actors N``, the preset: each gradient is applied alone as it
   arrives, and one computed on parameters more than 4 versions old (``max_staleness``) is dropped.
+
+`--family dqn` (from replay, `cartpole-apex`'s settings): **Ape-X** (`menger train cartpole-apex`: one learner
+steps on its own samples, the baseline, at 1 worker only), **GORILA sync PS** (``menger train cartpole-gorila
+--learners N --set runtime.parameter_server.update=sync``: N learner processes each sample a batch, the server
+averages their N gradients) and **GORILA async PS** (``menger train cartpole-gorila --learners N``: each gradient
+applied as it arrives, stale ones dropped). Their target is the deterministic evaluation's (10 greedy episodes),
+and their seconds to 475 leave the evaluations' time out (``eval/time_s``). `--family both` (the default) runs
+both families.
 
 Each run is the `menger` command as a subprocess with ``--seed S --no-progress``, no TensorBoard, no periodic
 checkpoints and a wall-clock cap (``stop.wall_clock_s``). It stops at the preset's target (a mean return of 475
@@ -28,8 +37,8 @@ over the last 20 episodes), at its 3M env frames, or at the cap. From the run's 
 The table gives medians over the seeds (an unreached target counts as infinitely slow) and the 1-minute load
 average at the end of each run. Runs alternate between the modes, so each sees about the same load.
 
-    python benchmarks/gradient_modes.py [--workers 1 2 4] [--seeds 3] [--wall-clock-s 60]
-                                        [--launcher processes|threads] [--json out.json]
+    python benchmarks/gradient_modes.py [--family a3c|dqn|both] [--workers 1 2 4] [--seeds 3]
+                                        [--wall-clock-s 60] [--launcher processes|threads] [--json out.json]
 """
 
 from __future__ import annotations
@@ -46,29 +55,58 @@ from pathlib import Path
 
 from cartpole_time import first_reaching, median_or_none, menger_command, read_records
 
-PRESET = "cartpole-a3c"
-TARGET = 475.0  # the preset's stop.target_return
-MODES = ("all-reduce", "sync PS", "async PS")
+TARGET = 475.0  # both presets' stop.target_return
 
 
-def mode_flags(mode: str, workers: int) -> list[str]:
-    """The `menger train` flags that select `mode` with `workers` workers."""
-    actors = ["--actors", str(workers)]
-    if mode == "all-reduce":
-        return ["--set", "runtime.learner.mode=allreduce", "--learners", str(workers), *actors]
-    if mode == "sync PS":
-        return ["--set", "runtime.parameter_server.update=sync", *actors]
-    return actors  # async PS: the preset
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    family: str
+    preset: str
+    sync: bool              # one update averages one gradient of every worker
+    target_key: str         # what the stop rule reads
+    one_worker_only: bool = False
+
+    def flags(self, workers: int) -> list[str]:
+        """The `menger train` flags that select this mode with `workers` workers."""
+        if self.preset == "cartpole-apex":
+            return []
+        if self.family == "dqn":
+            sync = ["--set", "runtime.parameter_server.update=sync"] if self.sync else []
+            return ["--learners", str(workers), *sync]
+        actors = ["--actors", str(workers)]
+        if self.name == "all-reduce":
+            return ["--set", "runtime.learner.mode=allreduce", "--learners", str(workers), *actors]
+        if self.sync:
+            return ["--set", "runtime.parameter_server.update=sync", *actors]
+        return actors  # async PS: the preset
 
 
-def gradients_per_update(mode: str, workers: int) -> int:
-    """All-reduce and sync PS average one gradient per worker in an update; async PS applies each alone."""
-    return 1 if mode == "async PS" else workers
+MODES = (
+    Mode("all-reduce", "a3c", "cartpole-a3c", True, "episode/return_mean"),
+    Mode("sync PS", "a3c", "cartpole-a3c", True, "episode/return_mean"),
+    Mode("async PS", "a3c", "cartpole-a3c", False, "episode/return_mean"),
+    Mode("Ape-X", "dqn", "cartpole-apex", False, "eval/return_mean", one_worker_only=True),
+    Mode("GORILA sync PS", "dqn", "cartpole-gorila", True, "eval/return_mean"),
+    Mode("GORILA async PS", "dqn", "cartpole-gorila", False, "eval/return_mean"),
+)
+
+
+def gradients_per_update(mode: Mode, workers: int) -> int:
+    """A sync update averages one gradient per worker; an async one (and Ape-X's) applies one."""
+    return workers if mode.sync else 1
+
+
+def first_at_target(records: list[dict], key: str) -> dict | None:
+    if key == "episode/return_mean":
+        return first_reaching(records, TARGET)
+    return next((r for r in records if r.get(key) is not None and r[key] >= TARGET), None)
 
 
 @dataclass(frozen=True)
 class Run:
     mode: str
+    preset: str
     workers: int
     seed: int
     wall_s: float  # training wall time
@@ -82,33 +120,35 @@ class Run:
     load: float  # 1-minute load average when the run ended
 
 
-def run_once(mode: str, workers: int, seed: int, wall_clock_s: float, launcher: str, root: Path) -> Run:
-    run_dir = root / f"{mode.replace(' ', '-')}-{workers}-seed{seed}"
+def run_once(mode: Mode, workers: int, seed: int, wall_clock_s: float, launcher: str, root: Path) -> Run:
+    run_dir = root / f"{mode.name.replace(' ', '-')}-{workers}-seed{seed}"
     settings = [f"stop.wall_clock_s={wall_clock_s}", "log.tensorboard=false", "checkpoint.interval_s=0"]
-    command = menger_command(PRESET, seed, run_dir, settings) + mode_flags(mode, workers) + ["--launcher", launcher]
+    command = menger_command(mode.preset, seed, run_dir, settings) + mode.flags(workers) + ["--launcher", launcher]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"`{' '.join(command)}` failed with exit status {done.returncode}:\n{done.stderr[-3000:]}")
     return read_run(read_records(run_dir / "metrics.jsonl"), mode, workers, seed, load=os.getloadavg()[0])
 
 
-def read_run(records: list[dict], mode: str, workers: int, seed: int, load: float) -> Run:
-    """One run's figures from its metrics records (the last one is the closing record)."""
-    closing, reached = records[-1], first_reaching(records, TARGET)
-    wall_s = max(float(closing["time/wall_s"]), 1e-9)
+def read_run(records: list[dict], mode: Mode, workers: int, seed: int, load: float) -> Run:
+    """One run's figures from its metrics records (the last one is the closing record). Evaluations' time
+    (`eval/time_s`, the DQN family's) is left out of the seconds."""
+    closing, reached = records[-1], first_at_target(records, mode.target_key)
+    wall_s = max(float(closing["time/wall_s"]) - closing.get("eval/time_s", 0.0), 1e-9)
     updates_per_s = closing["learner/updates"] / wall_s
-    return Run(mode, workers, seed, wall_s, updates_per_s, updates_per_s * gradients_per_update(mode, workers),
-               closing["time/env_frames"] / wall_s,
+    return Run(mode.name, mode.preset, workers, seed, wall_s, updates_per_s,
+               updates_per_s * gradients_per_update(mode, workers), closing["time/env_frames"] / wall_s,
                None if reached is None else int(reached["time/env_frames"]),
-               None if reached is None else float(reached["time/wall_s"]),
+               None if reached is None else float(reached["time/wall_s"]) - reached.get("eval/time_s", 0.0),
                statistics.fmean(r.get("learner/policy_lag_mean", 0.0) for r in records),
-               int(closing.get("transport/frames_dropped/policy_lag", 0)), load)
+               int(closing.get("transport/frames_dropped/policy_lag", 0)
+                   + closing.get("learner/gradients_dropped_stale", 0)), load)
 
 
 # ----- the table --------------------------------------------------------------------------------
 COLUMNS = ("mode", "workers", "updates/s", "gradients/s", "frames/s", "frames to 475", "s to 475", "lag",
            "stale dropped", "load (each run)")
-WIDTHS = (10, 7, 9, 11, 9, 13, 11, 5, 13, 0)  # the loads run on as long as they are
+WIDTHS = (15, 7, 9, 11, 9, 13, 11, 5, 13, 0)  # the loads run on as long as they are
 
 
 def _row(cells) -> str:
@@ -138,14 +178,18 @@ def format_table(rows: list[dict]) -> str:
                            _or_not_reached(s["seconds_to_target"], ".1f"), f"{s['policy_lag_mean']:.2f}",
                            f"{s['stale_frames_dropped']:,.0f}", ", ".join(f"{x:.1f}" for x in s["loads"]))))
     seeds = len(rows[0]["seeds"]) if rows else 0
-    lines.append(f"{PRESET}, medians of {seeds} seed(s); rates over training wall time; load: 1-minute load "
-                 f"average at the end of each run, on {os.cpu_count()} cores")
+    lines.append(f"medians of {seeds} seed(s); rates over training wall time (evaluations left out); 475: the mean "
+                 "return (a3c) or the greedy evaluation's (dqn); stale dropped: frames (a3c) or gradients (GORILA); "
+                 f"load: 1-minute load average at the end of each run, on {os.cpu_count()} cores")
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="N: actors (and learner ranks)")
+    parser.add_argument("--family", choices=("a3c", "dqn", "both"), default="both",
+                        help="a3c: all-reduce, sync and async PS on cartpole-a3c; dqn: Ape-X and GORILA")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4],
+                        help="N: actors and learner ranks (a3c), GORILA's learners (dqn)")
     parser.add_argument("--seeds", type=int, default=3, help="runs per (mode, workers), seeds 1..K")
     parser.add_argument("--wall-clock-s", type=float, default=60.0, help="stop.wall_clock_s of every run")
     parser.add_argument("--launcher", choices=("processes", "threads"), default="processes")
@@ -159,17 +203,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> list[dict]:
     """Run every (mode, workers, seed), print the table, write --json; returns the table's rows."""
     args = parse_args(argv)
+    modes = [m for m in MODES if args.family in ("both", m.family)]
+    cells = [(m, w) for m in modes for w in args.workers if not (m.one_worker_only and w != args.workers[0])]
     runs = []
     with tempfile.TemporaryDirectory(prefix="menger-gradient-modes-") as root:
         for seed in range(1, args.seeds + 1):
-            for workers in args.workers:
-                for mode in MODES:
-                    runs.append(run_once(mode, workers, seed, args.wall_clock_s, args.launcher, Path(root)))
-                    reached = "not reached" if runs[-1].seconds_to_target is None else "reached"
-                    print(f"{mode}, {workers} worker(s), seed {seed}: {runs[-1].wall_s:.1f} s, 475 {reached}",
-                          file=sys.stderr, flush=True)
-    rows = [summary([r for r in runs if (r.mode, r.workers) == (mode, workers)])
-            for mode in MODES for workers in args.workers]
+            for mode, workers in cells:  # modes alternate, so each sees about the same load
+                runs.append(run_once(mode, workers, seed, args.wall_clock_s, args.launcher, Path(root)))
+                reached = "not reached" if runs[-1].seconds_to_target is None else "reached"
+                print(f"{mode.name}, {workers} worker(s), seed {seed}: {runs[-1].wall_s:.1f} s, 475 {reached}",
+                      file=sys.stderr, flush=True)
+    rows = [summary([r for r in runs if (r.mode, r.workers) == (mode.name, workers)]) for mode, workers in cells]
     print(format_table(rows))
     if args.json is not None:
         args.json.write_text(json.dumps({"rows": rows, "runs": [asdict(r) for r in runs]}, indent=2))

@@ -198,28 +198,39 @@ def test_the_exploitability_benchmark_trains_both_sides_and_an_exploiter_of_each
 
 def test_gradient_modes_reads_the_target_record_and_counts_a_gradient_per_worker():
     gradient_modes = _benchmark("gradient_modes")
+    modes = {mode.name: mode for mode in gradient_modes.MODES}
     records = [{**_record(1.0, 1000), "learner/updates": 10, "learner/policy_lag_mean": 1.0,
                 "episode/return_mean": 300.0},
                {**_record(2.0, 3000), "learner/updates": 30, "learner/policy_lag_mean": 2.0,
                 "episode/return_mean": 480.0, "transport/frames_dropped/policy_lag": 256}]
-    run = gradient_modes.read_run(records, "sync PS", 4, seed=1, load=0.5)
+    run = gradient_modes.read_run(records, modes["sync PS"], 4, seed=1, load=0.5)
     assert (run.frames_to_target, run.seconds_to_target) == (3000, 2.0)
     assert run.updates_per_s == 15.0 and run.gradients_per_s == 60.0 and run.frames_per_s == 1500.0
     assert run.policy_lag_mean == 1.5 and run.stale_frames_dropped == 256
-    unreached = gradient_modes.read_run(records[:1], "async PS", 4, seed=1, load=0.5)
+    unreached = gradient_modes.read_run(records[:1], modes["async PS"], 4, seed=1, load=0.5)
     assert unreached.frames_to_target is None and unreached.gradients_per_s == unreached.updates_per_s == 10.0
+    # the DQN family reads the greedy evaluation and leaves the evaluations' seconds out
+    evaluated = [dict(records[0], **{"eval/return_mean": 200.0, "eval/time_s": 0.2}),
+                 dict(records[1], **{"episode/return_mean": 100.0, "eval/return_mean": 490.0, "eval/time_s": 0.5,
+                                     "learner/gradients_dropped_stale": 3})]
+    gorila = gradient_modes.read_run(evaluated, modes["GORILA async PS"], 2, seed=1, load=0.5)
+    assert (gorila.frames_to_target, gorila.seconds_to_target) == (3000, 1.5)
+    assert gorila.updates_per_s == 20.0 and gorila.stale_frames_dropped == 256 + 3
+    assert [m.flags(2) for m in gradient_modes.MODES if m.family == "dqn"] == [
+        [], ["--learners", "2", "--set", "runtime.parameter_server.update=sync"], ["--learners", "2"]]
 
 
 @pytest.mark.slow
 def test_the_gradient_modes_benchmark_prints_a_row_per_mode_and_every_column(tmp_path, capsys):
     gradient_modes = _benchmark("gradient_modes")
-    rows = gradient_modes.main(["--workers", "1", "--seeds", "1", "--wall-clock-s", "1.5", "--launcher", "threads",
+    rows = gradient_modes.main(["--workers", "1", "--seeds", "1", "--wall-clock-s", "4", "--launcher", "threads",
                                 "--json", str(tmp_path / "g.json")])
-    assert [(row["mode"], row["workers"]) for row in rows] == [(mode, 1) for mode in gradient_modes.MODES]
+    names = [mode.name for mode in gradient_modes.MODES]
+    assert [(row["mode"], row["workers"]) for row in rows] == [(name, 1) for name in names]
     assert all(row["updates_per_s"] > 0 and row["frames_per_s"] > 0 for row in rows)
     assert all(row["gradients_per_s"] == row["updates_per_s"] for row in rows)  # one worker: one gradient an update
     printed = capsys.readouterr().out.splitlines()
     assert all(heading in printed[0] for heading in gradient_modes.COLUMNS)
-    for mode in gradient_modes.MODES:
-        assert any(line.startswith(f"{mode} ") for line in printed[2:])
-    assert len(json.loads((tmp_path / "g.json").read_text())["runs"]) == 3
+    for name in names:
+        assert any(line.startswith(f"{name} ") for line in printed[2:])
+    assert len(json.loads((tmp_path / "g.json").read_text())["runs"]) == len(names)
