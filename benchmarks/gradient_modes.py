@@ -30,9 +30,12 @@ over the last 20 episodes), at its 3M env frames, or at the cap. From the run's 
 * **frames/s**: env frames learned from (``time/env_frames``) over the same training wall time;
 * **frames to 475**, **s to 475**: ``time/env_frames`` and ``time/wall_s`` of the first record that reached the
   target; ``not reached`` when the run stopped at the frame budget or the cap first;
-* **lag**: ``learner/policy_lag_mean`` (versions between the parameters an unroll was acted or differentiated
-  with and the learner's), averaged over the run's records;
-* **stale dropped**: ``transport/frames_dropped/policy_lag``, env frames whose unroll was thrown away as too stale.
+* **lag**: the gradients' staleness, averaged over the run's records: ``learner/policy_lag_mean`` for A3C
+  (versions between the parameters an unroll was acted and differentiated with and the learner's),
+  ``learner/staleness_mean`` for GORILA (versions between the parameters a learner read and the server's when
+  its gradient arrived; 0 for Ape-X);
+* **stale dropped**: ``transport/frames_dropped/policy_lag``, env frames whose unroll (A3C: and gradient) was
+  thrown away as too stale; for GORILA, ``learner/gradients_dropped_stale``, gradients.
 
 The table gives medians over the seeds (an unreached target counts as infinitely slow) and the 1-minute load
 average at the end of each run. Runs alternate between the modes, so each sees about the same load.
@@ -66,6 +69,12 @@ class Mode:
     sync: bool              # one update averages one gradient of every worker
     target_key: str         # what the stop rule reads
     one_worker_only: bool = False
+
+    @property
+    def lag_key(self) -> str:
+        """The gradients' staleness: an A3C gradient's is its unroll's policy lag; a GORILA gradient's is measured
+        by the trainer (Ape-X, whose one learner steps on its own parameters, has none)."""
+        return "learner/staleness_mean" if self.family == "dqn" else "learner/policy_lag_mean"
 
     def flags(self, workers: int) -> list[str]:
         """The `menger train` flags that select this mode with `workers` workers."""
@@ -140,7 +149,7 @@ def read_run(records: list[dict], mode: Mode, workers: int, seed: int, load: flo
                updates_per_s * gradients_per_update(mode, workers), closing["time/env_frames"] / wall_s,
                None if reached is None else int(reached["time/env_frames"]),
                None if reached is None else float(reached["time/wall_s"]) - reached.get("eval/time_s", 0.0),
-               statistics.fmean(r.get("learner/policy_lag_mean", 0.0) for r in records),
+               statistics.fmean(r.get(mode.lag_key, 0.0) for r in records),
                int(closing.get("transport/frames_dropped/policy_lag", 0)
                    + closing.get("learner/gradients_dropped_stale", 0)), load)
 
