@@ -176,7 +176,7 @@ class GorilaWorkers:
 
         workers = GorilaWorkers.start(config, obs_space, action_space)   # before CUDA
         workers.attach(learner)                                          # the first parameters
-        for w in workers.idle(): workers.submit(w, batch, version)
+        for w in workers.idle(): workers.submit(w, batch)                # a replay sample
         for pushed in workers.finished(): ...                            # never blocks
         workers.publish(learner, version)                                # after every server step
         workers.close()
@@ -243,9 +243,14 @@ class GorilaWorkers:
         """Whether a gradient (or a death) waits to be collected by `finished`."""
         return any(self.conns[w].poll(0) or not self.processes[w].is_alive() for w in self.in_flight)
 
-    def submit(self, worker: int, batch, version: int) -> None:
+    def submit(self, worker: int, batch) -> None:
+        """Stage a replay sample for an idle learner; it computes on the newest parameters it can read."""
         n = _stage(self.stagings[worker], batch.data)
-        self.conns[worker].send(("batch", n))
+        try:
+            self.conns[worker].send(("batch", n))
+        except (OSError, ValueError):  # it died since it was last seen: the sample is left unlearned
+            self._lose(worker)
+            return
         self.in_flight[worker] = batch
 
     def finished(self) -> list[Pushed]:

@@ -321,8 +321,8 @@ class Trainer:
             self._notify("on_batch", batch)
             self.accounts.lags.extend(batch.lags)
             self.accounts.accepted += batch.frames
-            workers.submit(workers.idle()[0], batch, self.version)
-            self._dispatched += 1
+            workers.submit(workers.idle()[0], batch)
+            self._dispatched += ps.update == "sync"
         self._send_grants()
         return applied
 

@@ -18,12 +18,12 @@ def _final_model(run_dir):
     return checkpoint.step, unflatten_state(checkpoint.tensors, checkpoint.metadata)["learner"]["model"]
 
 
-def _check(tmp_path, quiet, launcher, n=6):
-    settings = _settings(quiet, launcher)
+def _check(tmp_path, quiet, launcher, n=6, preset="cartpole-ppo", extra=()):
+    settings = [*_settings(quiet, launcher), *extra]
     straight = tmp_path / "straight"
-    api.train("cartpole-ppo", overrides=[*settings, f"stop.env_frames={2 * n * FRAMES_PER_UPDATE}"], run_dir=str(straight))
+    api.train(preset, overrides=[*settings, f"stop.env_frames={2 * n * FRAMES_PER_UPDATE}"], run_dir=str(straight))
     split = tmp_path / "split"
-    api.train("cartpole-ppo", overrides=[*settings, f"stop.env_frames={n * FRAMES_PER_UPDATE}"], run_dir=str(split))
+    api.train(preset, overrides=[*settings, f"stop.env_frames={n * FRAMES_PER_UPDATE}"], run_dir=str(split))
     api.resume(split, overrides=[f"stop.env_frames={2 * n * FRAMES_PER_UPDATE}"])
     step_a, model_a = _final_model(straight)
     step_b, model_b = _final_model(split)
@@ -38,3 +38,9 @@ def test_resume_is_bit_identical_threads(tmp_path, quiet):
 
 def test_resume_is_bit_identical_processes(tmp_path, quiet):
     _check(tmp_path, quiet, "processes")
+
+
+def test_a3c_with_a_sync_parameter_server_resumes_bit_identically_with_its_shards_in_processes(tmp_path, quiet):
+    """The shards' moments come back from their processes into the checkpoint, and go back into new ones."""
+    _check(tmp_path, quiet, "processes", preset="cartpole-a3c",
+           extra=["runtime.parameter_server.update=sync", "runtime.parameter_server.shards=3"])
