@@ -103,7 +103,7 @@ def test_a_sync_round_of_two_pushed_gradients_equals_two_all_reduced_learners_bi
     allreduce = _config("runtime.learner.mode=allreduce", "runtime.learner.count=2",
                         "runtime.learner.collective_timeout_s=30")
     server = _config("runtime.parameter_server.update=sync")
-    group = LearnerGroup.start(allreduce, OBS, ACT)
+    group, ps = LearnerGroup.start(allreduce, OBS, ACT), None
     try:
         torch.manual_seed(0)
         ranks = make_learner(allreduce, build_policy(OBS, ACT, allreduce.model, "a3c"), torch.device("cpu"))
@@ -133,6 +133,8 @@ def test_a_sync_round_of_two_pushed_gradients_equals_two_all_reduced_learners_bi
             assert torch.equal(group.parameters(1), _flat(ranks.policy))
     finally:
         group.close()
+        if ps is not None:
+            ps.close()  # its shards are processes (the processes launcher's)
 
 
 def test_the_actor_learners_gradient_is_the_learners_on_the_same_unroll():
