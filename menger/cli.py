@@ -1,4 +1,5 @@
-"""`menger`: train | resume | eval | match | plot | league | presets | config, and the applications' place | cost | schedule."""
+"""`menger`: train | resume | tune | eval | match | plot | league | presets | config, and the applications' place |
+cost | schedule."""
 from __future__ import annotations
 
 import argparse
@@ -59,6 +60,20 @@ def _parser() -> argparse.ArgumentParser:
     res.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                      help="a module outside Menger that the run's config may import (its env or network); a run "
                      "directory is data, so nothing else is imported from it (repeatable)")
+
+    tu = sub.add_parser("tune", help="search hyperparameters on Optuna over the experiment's `tune:` keys")
+    tu.add_argument("experiment", help="a preset name or a YAML file with a `tune:` section")
+    tu.add_argument("--search", choices=["optuna"], required=True, help="the search: optuna (TPE sampling, "
+                    "median pruning on the learning curve, the study in OUT/study.db so it resumes)")
+    tu.add_argument("--trials", type=int, required=True, help="trials to finish (completed or pruned) in all")
+    tu.add_argument("--out", help="the tune directory (default runs/NAME-tune-TIME); give an existing one to go on")
+    tu.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override any config key for every trial, e.g. --set stop.env_frames=200000, or the "
+                    "search space: --set 'tune.ppo.lr={log_uniform: [1.0e-4, 1.0e-2]}'")
+    tu.add_argument("--metric", help="what a trial is scored on (default: episode/return_mean; eval/return_mean "
+                    "for apex, gorila, r2d2, sac)")
+    tu.add_argument("--direction", choices=["maximize", "minimize"], default="maximize")
+    tu.add_argument("--seed", type=int, default=0, help="the sampler's seed")
 
     ev = sub.add_parser("eval", help="run a trained policy")
     ev.add_argument("run_dir")
@@ -305,7 +320,27 @@ def cmd_config(args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "resume": cmd_resume, "eval": cmd_eval, "match": cmd_match, "export": cmd_export,
+def cmd_tune(args) -> int:
+    import time
+
+    from menger.experiment import load_experiment
+    from menger.tune import format_trials, search
+
+    if args.trials < 1:
+        raise SystemExit("menger tune: --trials must be at least 1")
+    config = load_experiment(args.experiment, args.overrides)  # validates the tune: section before anything starts
+    out = Path(args.out) if args.out else Path("runs") / f"{config.name}-tune-{time.strftime('%Y%m%d-%H%M%S')}"
+    print(f"tuning {config.name}: {args.trials} trials on Optuna -> {out}")
+    result = search(args.experiment, out, args.trials, args.overrides, metric=args.metric, direction=args.direction,
+                    seed=args.seed)
+    print(format_trials(result))
+    print(f"study:   {out / 'study.db'}   (run the same command again to go on)")
+    if result.best is not None:
+        print(f"best:    {out / 'best.json'}   (menger eval {result.best['run_dir']})")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "resume": cmd_resume, "tune": cmd_tune, "eval": cmd_eval, "match": cmd_match, "export": cmd_export,
             "plot": cmd_plot, "league": cmd_league, "presets": cmd_presets,
             "config": cmd_config}
 

@@ -121,6 +121,13 @@ def effective_config(ran: Ran) -> None:
     assert config["name"] == "cartpole-ppo" and config["ppo"]["lr"] == pytest.approx(3e-4), config.get("ppo")
 
 
+def tuned(ran: Ran) -> None:
+    """`menger tune` prints every trial and the best one, and keeps the study beside them."""
+    study = re.search(r"^study: +(\S+study\.db)", ran.stdout, re.MULTILINE)
+    assert study and (ran.cwd / study.group(1)).exists(), ran.stdout
+    assert re.search(r"^best: trial \d+", ran.stdout, re.MULTILINE), ran.stdout
+
+
 def placed(ran: Ran) -> None:
     out = ran.cwd / "out"
     assert (out / "placement.plc").exists(), sorted(p.name for p in out.iterdir())
@@ -180,6 +187,11 @@ RAY_SKIP = ("starts a Ray instance (20-40 s here before the first step); tests/r
 PONG = ["--set", "runtime.envs_per_actor=4"]  # ALE envs take long to start here
 
 COMMANDS: dict[str, Entry] = {
+    "menger tune cartpole-ppo --search optuna --trials 12 --set stop.env_frames=100000": Entry(
+        "3 trials of 2,048 frames each, on threads, not 12 of 100k",
+        run="menger tune cartpole-ppo --search optuna --trials 3 --set stop.env_frames=2048 --set "
+            "runtime.launcher=threads --set checkpoint.interval_s=0 --set log.tensorboard=false --out tune-out",
+        check=tuned),
     "make train": Entry("creates .venv and trains to 475 (minutes): only checked to be a make target",
                         run="make -n train"),
     "make test": Entry("the whole suite (minutes): only checked to be a make target", run="make -n test"),
