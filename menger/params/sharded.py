@@ -233,6 +233,7 @@ class ShardProcesses:
         self.max_grad_norm, self.timeout_s = max_grad_norm, timeout_s
         self.sizes = [sum(sizes[start:stop]) for start, stop in bounds]
         self.applied, self._rounds = 0, 0
+        self._cut_short: tuple | None = None  # (round, answer, shards yet to answer, gradients it applies)
         self._flat = torch.cat([p.detach().reshape(-1).cpu() for p in params]).share_memory_()
         self._gradient = torch.zeros(self.size).share_memory_()
         self._views = views_of(self._flat, params)
@@ -279,17 +280,37 @@ class ShardProcesses:
     @torch.no_grad()
     def apply(self, gradients: torch.Tensor, weights: list[float]) -> torch.Tensor:
         """One step on the weighted sum of `gradients` [K, size]; returns the global norm before clipping."""
+        self._settle()  # no shard may still read the gradient buffer when it is written
         self._gradient.copy_(weighted_sum(gradients, weights, self.size))
         first, last = self.applied + 1, self.applied + gradients.shape[0]
         during = f"the step on pushed gradient {first}" + (f" to {last}" if last > first else "")
         norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self._gradient_views)))
         scale = clip_scale(norm, self.max_grad_norm)
         scale = None if scale is None else float(scale)  # a float32 value: exact as a float, exact back
-        self._round([("step", scale, [g["lr"] for g in groups]) for groups in self._groups], "done", during)
+        self._round([("step", scale, [g["lr"] for g in groups]) for groups in self._groups], "done", during,
+                    applies=gradients.shape[0])
+        self._take_step(gradients.shape[0])
+        return norm
+
+    @torch.no_grad()
+    def _take_step(self, count: int) -> None:
+        """The shards' new parameters into the learner's tensors; `count` gradients applied."""
         for param, view in zip(self.params, self._views):
             param.copy_(view)
-        self.applied += gradients.shape[0]
-        return norm
+        self.applied += count
+
+    def _settle(self) -> None:
+        """A round that an interrupt (Ctrl-C) cut short: wait for the answers it still owes, so that no shard is
+        still working on it when the next round starts; a cut-short step is then taken into the learner's
+        parameters and count, so they match the shards' moments (which a closing checkpoint saves with them)."""
+        if self._cut_short is None:
+            return
+        number, answer, waiting, applies = self._cut_short
+        self._cut_short = None
+        for index in sorted(waiting):
+            self._answer(index, answer, number, "the round an interrupt cut short")
+        if answer == "done":
+            self._take_step(applies)
 
     def state_dict(self) -> dict:
         answers = self._round([("state",)] * len(self.conns), "state", "saving the optimizer state")
@@ -321,17 +342,25 @@ class ShardProcesses:
         self._stop()
 
     # ----- the driver's side of the pipes -----------------------------------------------------------------
-    def _round(self, messages: list[tuple], answer: str, during: str) -> list[tuple]:
+    def _round(self, messages: list[tuple], answer: str, during: str, applies: int = 0) -> list[tuple]:
         """Send each shard its message, then collect every shard's answer: they work meanwhile, together. Each
-        message carries the round's number and each answer echoes it, so an answer to a round that an interrupt
-        (KeyboardInterrupt) cut short is told apart and dropped."""
+        message carries the round's number and each answer echoes it, so an answer to an earlier round is told
+        apart; a round an interrupt cuts short is settled before the next one (`_settle`)."""
+        self._settle()
         self._rounds += 1
+        waiting = set(range(len(messages)))
+        self._cut_short = (self._rounds, answer, waiting, applies)
         for index, (kind, *args) in enumerate(messages):
             try:
                 self.conns[index].send((kind, self._rounds, *args))
             except (OSError, ValueError):
                 raise self._died(index, during) from None
-        return [self._answer(index, answer, self._rounds, during) for index in range(len(messages))]
+        answers = []
+        for index in range(len(messages)):
+            answers.append(self._answer(index, answer, self._rounds, during))
+            waiting.discard(index)
+        self._cut_short = None
+        return answers
 
     def _answer(self, index: int, answer: str, round_number: int, during: str) -> tuple:
         conn, process = self.conns[index], self.processes[index]
