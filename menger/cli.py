@@ -61,19 +61,32 @@ def _parser() -> argparse.ArgumentParser:
                      help="a module outside Menger that the run's config may import (its env or network); a run "
                      "directory is data, so nothing else is imported from it (repeatable)")
 
-    tu = sub.add_parser("tune", help="search hyperparameters on Optuna over the experiment's `tune:` keys")
+    tu = sub.add_parser("tune", help="tune the experiment's `tune:` keys: population-based training "
+                        "(--population N) or a search on Optuna (--search optuna --trials N)")
     tu.add_argument("experiment", help="a preset name or a YAML file with a `tune:` section")
-    tu.add_argument("--search", choices=["optuna"], required=True, help="the search: optuna (TPE sampling, "
-                    "median pruning on the learning curve, the study in OUT/study.db so it resumes)")
-    tu.add_argument("--trials", type=int, required=True, help="trials to finish (completed or pruned) in all")
+    how = tu.add_mutually_exclusive_group(required=True)
+    how.add_argument("--population", type=int, metavar="N", help="population-based training: N members train at "
+                     "once; at every --ready frames the bottom --quantile copies a top member and perturbs its values")
+    how.add_argument("--search", choices=["optuna"], help="the search: optuna (TPE sampling, median pruning on the "
+                     "learning curve, the study in OUT/study.db so it resumes)")
+    tu.add_argument("--trials", type=int, help="--search: trials to finish (completed or pruned) in all")
     tu.add_argument("--out", help="the tune directory (default runs/NAME-tune-TIME); give an existing one to go on")
     tu.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                    help="override any config key for every trial, e.g. --set stop.env_frames=200000, or the "
-                    "search space: --set 'tune.ppo.lr={log_uniform: [1.0e-4, 1.0e-2]}'")
-    tu.add_argument("--metric", help="what a trial is scored on (default: episode/return_mean; eval/return_mean "
-                    "for apex, gorila, r2d2, sac)")
-    tu.add_argument("--direction", choices=["maximize", "minimize"], default="maximize")
-    tu.add_argument("--seed", type=int, default=0, help="the sampler's seed")
+                    help="override any config key for every trial or member, e.g. --set stop.env_frames=200000, or "
+                    "the search space: --set 'tune.ppo.lr={log_uniform: [1.0e-4, 1.0e-2]}'")
+    tu.add_argument("--metric", help="what a trial or member is scored on (default: episode/return_mean; "
+                    "eval/return_mean for apex, gorila, r2d2, sac)")
+    tu.add_argument("--direction", choices=["maximize", "minimize"], default="maximize", help="--search only")
+    tu.add_argument("--seed", type=int, default=0, help="the sampler's (or the population's draws') seed")
+    tu.add_argument("--ready", type=int, metavar="FRAMES", help="--population: env frames per member between "
+                    "exploits (default: a twentieth of stop.env_frames)")
+    tu.add_argument("--quantile", type=float, default=0.25, help="--population: the share of members that copy, "
+                    "and the share copied from (default 0.25)")
+    tu.add_argument("--resample", type=float, default=0.25, help="--population: the chance a copied value is "
+                    "drawn anew instead of multiplied by 0.8 or 1.2 (default 0.25)")
+    tu.add_argument("--on", choices=["processes", "ray"], default="processes", help="--population: members as "
+                    "processes on this machine, or as Ray tasks on the cluster RAY_ADDRESS names (default processes)")
+    tu.add_argument("--member-cpus", type=float, default=1.0, help="--on ray: CPUs each member reserves")
 
     ev = sub.add_parser("eval", help="run a trained policy")
     ev.add_argument("run_dir")
@@ -324,12 +337,15 @@ def cmd_tune(args) -> int:
     import time
 
     from menger.experiment import load_experiment
-    from menger.tune import format_trials, search
 
-    if args.trials < 1:
-        raise SystemExit("menger tune: --trials must be at least 1")
     config = load_experiment(args.experiment, args.overrides)  # validates the tune: section before anything starts
     out = Path(args.out) if args.out else Path("runs") / f"{config.name}-tune-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.population is not None:
+        return _tune_population(args, config, out)
+    from menger.tune import format_trials, search
+
+    if args.trials is None or args.trials < 1:
+        raise SystemExit("menger tune --search optuna: give --trials N (at least 1)")
     print(f"tuning {config.name}: {args.trials} trials on Optuna -> {out}")
     result = search(args.experiment, out, args.trials, args.overrides, metric=args.metric, direction=args.direction,
                     seed=args.seed)
@@ -337,6 +353,31 @@ def cmd_tune(args) -> int:
     print(f"study:   {out / 'study.db'}   (run the same command again to go on)")
     if result.best is not None:
         print(f"best:    {out / 'best.json'}   (menger eval {result.best['run_dir']})")
+    return 0
+
+
+def _tune_population(args, config, out: Path) -> int:
+    import signal
+
+    from menger.pbt import train_population
+
+    if args.trials is not None:
+        raise SystemExit("menger tune: --trials goes with --search; a population trains --population N members")
+    # SIGTERM stops the population as Ctrl-C does: each member writes its checkpoint, and the same command resumes
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    print(f"population-based training of {config.name}: {args.population} members -> {out}")
+    try:
+        result = train_population(args.experiment, out, args.population, args.overrides, ready=args.ready,
+                                  quantile=args.quantile, resample=args.resample, seed=args.seed, metric=args.metric,
+                                  executor=args.on, ray_cpus=args.member_cpus, echo=print)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if result.reached_at is not None:
+        print(f"target reached with {result.reached_at} env frames in all members together")
+    print(f"lineage: {out / 'lineage.jsonl'}, {out / 'lineage.png'}   (run the same command again to go on)")
+    if result.best is not None:
+        print(f"best:    member {result.best['member']} ({result.best['values']}), score {result.best['score']:.4g}"
+              f" -> {result.best['run_dir']}   (menger eval / menger resume take it)")
     return 0
 
 

@@ -163,13 +163,17 @@ class Learner(ABC):
 
     def _continue_schedule(self, saved: dict) -> dict:
         """The saved schedule, or, where this run's end (stop.env_frames) or base LR differs from it, a line from
-        the LR the run had reached (or the newly set LR) at its last update to 0 at the new end."""
-        end = int(self.total_frames or 0)
-        if saved["to_frames"] == end and saved["base_lr"] == float(self.cfg.lr):
+        the LR the run had reached at its last update to 0 at the new end. A new base LR scales the line: the LR
+        the run had reached times new / old, so the LR never jumps to the new value's start halfway through a
+        decay (population-based training's x0.8 / x1.2 then means 0.8 / 1.2 of the LR the source had reached)."""
+        end, base = int(self.total_frames or 0), float(self.cfg.lr)
+        if saved["to_frames"] == end and saved["base_lr"] == base:
             return dict(saved)
         at = int(saved["frames"])
-        lr = self._scheduled_lr(saved, at) if saved["base_lr"] == float(self.cfg.lr) else float(self.cfg.lr)
-        return {"base_lr": float(self.cfg.lr), "from_frames": at, "from_lr": lr, "to_frames": end, "frames": at}
+        lr = self._scheduled_lr(saved, at)
+        if saved["base_lr"] != base:
+            lr = lr * base / saved["base_lr"] if saved["base_lr"] > 0 else base
+        return {"base_lr": base, "from_frames": at, "from_lr": lr, "to_frames": end, "frames": at}
 
     def _autocast(self):
         if not self.amp:

@@ -56,9 +56,14 @@ def test_a_resumed_linear_schedule_continues_from_its_lr_to_zero_at_the_new_end(
     longer.load_state_dict(state)
     assert longer._set_lr(500) == pytest.approx(5e-4)  # no jump where the run was
     assert longer._set_lr(1250) == pytest.approx(2.5e-4) and longer._set_lr(2000) == 0.0
-    relearn = _learner(2000, lr=3e-3)  # a new lr set on resume anneals from itself to the new end
+    relearn = _learner(2000, lr=3e-3)  # a new lr scales the schedule where it was (x3), then to 0 at the new end
     relearn.load_state_dict(state)
-    assert relearn._set_lr(500) == pytest.approx(3e-3) and relearn._set_lr(1250) == pytest.approx(1.5e-3)
+    assert relearn._set_lr(500) == pytest.approx(1.5e-3) and relearn._set_lr(1250) == pytest.approx(7.5e-4)
+    constant = PPOLearner(Policy(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), hidden=(8,)),
+                          PPOConfig(lr=3e-3, lr_schedule="constant"), device=torch.device("cpu"), total_frames=2000,
+                          amp=False, seed=0)
+    constant.load_state_dict(state)
+    assert constant._set_lr(1250) == 3e-3  # a constant LR is simply the new value
 
 
 def test_resume_past_a_reached_target_trains_on_to_the_new_stop(tmp_path, quiet):
