@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,10 +108,7 @@ def search(experiment: str, out_dir: str | Path, trials: int, overrides: list[st
     data = load_experiment_data(experiment, list(overrides))
     (out_dir / "experiment.json").write_text(json.dumps(data, indent=2, default=str))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=config.name, storage=f"sqlite:///{out_dir / 'study.db'}", load_if_exists=True,
-        direction=direction, sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=REPORTS // 4))
+    study = _open_study(optuna, config.name, out_dir / "study.db", direction, seed)
     _retry_interrupted(study)
     finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     remaining = trials - sum(t.state in finished for t in study.get_trials(deepcopy=False))
@@ -120,6 +118,23 @@ def search(experiment: str, out_dir: str | Path, trials: int, overrides: list[st
                        catch=(TrainingFailed,))  # values that cannot learn are a result (failed), not a crash
     _write_best(study, out_dir)
     return SearchResult(out_dir, _best(study, out_dir), [_row(t, out_dir) for t in study.get_trials()])
+
+
+def _open_study(optuna, name: str, path: Path, direction: str, seed: int, tries: int = 5):
+    """The study in `path`, made or loaded. Another process opening the same new file at that moment (a dashboard,
+    a second `menger tune`) can win the race to write its schema; the loser's error is retried, not fatal."""
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    for attempt in range(tries):
+        try:
+            return optuna.create_study(
+                study_name=name, storage=f"sqlite:///{path}", load_if_exists=True, direction=direction,
+                sampler=optuna.samplers.TPESampler(seed=seed),
+                pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=REPORTS // 4))
+        except (IntegrityError, OperationalError):
+            if attempt == tries - 1:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def _objective(trial, experiment, overrides, spec, metric, config, out_dir: Path) -> float:

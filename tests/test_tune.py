@@ -148,3 +148,23 @@ def test_a_killed_search_goes_on_where_it_was(tmp_path):
     assert len(retried) == 1 and retried[0].params == interrupted.params  # its values were tried again first
     print(f"killed with trial {first.number} complete and {interrupted.number} running; resumed: "
           f"{len(finished)} finished, the interrupted values retried as trial {retried[0].number}")
+
+
+def test_a_study_whose_schema_another_process_is_writing_is_opened_again(tmp_path, monkeypatch):
+    """A second process opening the new study.db at the same moment (a dashboard, a test polling it) can win the
+    race to write the schema; the loser retries instead of failing the search."""
+    from sqlalchemy.exc import IntegrityError
+
+    from menger import tune
+
+    real, calls = optuna.create_study, []
+
+    def racing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise IntegrityError("INSERT INTO alembic_version", {}, Exception("UNIQUE constraint failed"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(optuna, "create_study", racing)
+    study = tune._open_study(optuna, "race", tmp_path / "study.db", "maximize", 0)
+    assert len(calls) == 2 and study.study_name == "race"
