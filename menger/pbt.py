@@ -90,7 +90,7 @@ def pick_exploits(scores: dict[int, float | None], quantile: float, rng: random.
     from the top `quantile`. Members without a score (no episode finished yet) take no part; a failed member
     scores -inf, so it is always replaced."""
     ranked = sorted((m for m, s in scores.items() if s is not None), key=lambda m: (scores[m], m))
-    count = int(len(ranked) * quantile)
+    count = max(1, int(len(ranked) * quantile)) if quantile > 0 else 0  # two members: one copies the other
     if count == 0 or len(ranked) < 2:
         return []
     bottom, top = ranked[:count], [m for m in ranked[-count:] if math.isfinite(scores[m])]
@@ -552,6 +552,10 @@ def train_population(experiment: str | dict, out_dir: str | Path, size: int, ove
                               f"--population {population.size} to go on with it, or another --out")
         population.recover()
         echo(f"resuming the population in {out_dir} at generation {population.generation}")
+        given = {"ready": ready, "quantile": quantile, "resample": resample, "seed": seed}
+        kept = {k: getattr(population, k) for k, v in given.items() if v != getattr(population, k)}
+        if kept:
+            echo(f"  it keeps the settings it started with: {kept} (start a new --out for others)")
     else:
         (out_dir / "experiment.json").write_text(json.dumps(data, indent=2, default=str))
         population = Population(out_dir, size=size, ready=ready, quantile=quantile, resample=resample, seed=seed,

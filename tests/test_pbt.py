@@ -39,6 +39,7 @@ def test_the_bottom_quantile_copies_the_top_and_members_without_a_score_take_no_
     assert all(source in (6, 8) for _, source in pairs)         # copied from the top 2
     assert pick_exploits(scores, 0.0, random.Random(0)) == []   # fixed settings
     assert pick_exploits({0: None, 1: None}, 0.5, random.Random(0)) == []
+    assert pick_exploits({0: 1.0, 1: 2.0, 2: None}, 0.25, random.Random(0)) == [(0, 1)]  # at least one copies
 
 
 def test_a_failed_member_is_always_replaced_and_never_copied():
