@@ -42,6 +42,7 @@ from pathlib import Path
 from menger.config import ConfigError
 from menger.experiment import Tuned, load_experiment, load_experiment_data, tune_spec
 from menger.runtime import Observer
+from menger.runtime.rundir import LOCK_FILE
 from menger.runtime.stopping import TrainingFailed
 from menger.tune import default_metric
 
@@ -456,7 +457,8 @@ class Population:
 
 
 def copy_run(source: Path, target: Path) -> int:
-    """Make `target` a copy of the run directory `source` (its newest checkpoint, config and metrics) in one
+    """Make `target` a copy of the run directory `source` (its newest checkpoint and everything beside the
+    checkpoints: config, metrics, a self-play league's snapshots) in one
     rename: a kill at any instant leaves the old target or the whole copy (`Population.recover`). Returns the
     update count of the checkpoint copied."""
     from menger.checkpoint import CheckpointManager
@@ -468,9 +470,13 @@ def copy_run(source: Path, target: Path) -> int:
     temporary = target.parent / f".tmp-{target.name}-{uuid.uuid4().hex[:8]}"
     (temporary / "checkpoints").mkdir(parents=True)
     shutil.copytree(newest_path, temporary / "checkpoints" / newest_path.name)
-    for name in ("config.yaml", "metrics.jsonl"):
-        if (source / name).exists():
-            shutil.copy2(source / name, temporary / name)
+    for entry in source.iterdir():  # config.yaml, metrics.jsonl, a self-play league's snapshots, TensorBoard
+        if entry.name in ("checkpoints", LOCK_FILE) or entry.name.startswith("."):
+            continue
+        if entry.is_dir():
+            shutil.copytree(entry, temporary / entry.name)
+        else:
+            shutil.copy2(entry, temporary / entry.name)
     _fsync_tree(temporary)
     aside = target.parent / f".old-{target.name}-{uuid.uuid4().hex[:8]}"
     if target.exists():
