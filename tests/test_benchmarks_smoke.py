@@ -234,3 +234,15 @@ def test_the_gradient_modes_benchmark_prints_a_row_per_mode_and_every_column(tmp
     for name in names:
         assert any(line.startswith(f"{name} ") for line in printed[2:])
     assert len(json.loads((tmp_path / "g.json").read_text())["runs"]) == len(names)
+
+
+def test_the_pbt_benchmark_runs_a_population_and_its_fixed_twin_and_prints_the_comparison(tmp_path, capsys):
+    pbt = _benchmark("pbt")
+    rows = pbt.main(["--population", "2", "--ready", "128", "--budget", "256", "--seeds", "0", "--out",
+                     str(tmp_path), "--set", "runtime.envs_per_actor=4", "--set", "runtime.unroll_length=16",
+                     "--set", "ppo.epochs=1"])
+    assert len(rows) == 1 and len(rows[0]["fixed_each"]) == 2
+    assert rows[0]["fixed_median"] == float("inf")  # 256 frames reach no target: the comparison says so
+    printed = capsys.readouterr().out
+    assert all(heading in printed for heading in pbt.COLUMNS) and ">0.256k" in printed
+    assert (tmp_path / "pbt-0" / "lineage.png").exists() and (tmp_path / "fixed-0" / "population.json").exists()

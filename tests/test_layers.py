@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool; explain
     # (what a failure means, RUN_DIR/error.txt) is what api writes when a run fails and what the cli prints.
     # match (`menger match`) plays a run's policy (through menger.api) against bots: beside evaluate.
-    (5, "api", ("menger.api", "menger.tune", "menger.evaluate", "menger.match", "menger.export",
+    (5, "api", ("menger.api", "menger.tune", "menger.pbt", "menger.evaluate", "menger.match", "menger.export",
                 "menger.explain", "menger.league_runner")),
     (6, "apps", ("menger.apps",)),
     # supervise (`menger train --supervise`) runs the command line itself as a child process.

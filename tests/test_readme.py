@@ -128,6 +128,15 @@ def tuned(ran: Ran) -> None:
     assert re.search(r"^best: trial \d+", ran.stdout, re.MULTILINE), ran.stdout
 
 
+def populated(ran: Ran) -> None:
+    """`menger tune --population` prints each generation and the best member, and writes the lineage beside it."""
+    lineage = re.search(r"^lineage: +(\S+lineage\.jsonl), (\S+lineage\.png)", ran.stdout, re.MULTILINE)
+    assert lineage and (ran.cwd / lineage.group(1)).exists() and (ran.cwd / lineage.group(2)).exists(), ran.stdout
+    assert re.search(r"^generation 1: ", ran.stdout, re.MULTILINE), ran.stdout
+    best = re.search(r"^best: +member \d+ .* -> (\S+)", ran.stdout, re.MULTILINE)
+    assert best and (ran.cwd / best.group(1) / "config.yaml").exists(), ran.stdout
+
+
 def placed(ran: Ran) -> None:
     out = ran.cwd / "out"
     assert (out / "placement.plc").exists(), sorted(p.name for p in out.iterdir())
@@ -192,6 +201,13 @@ COMMANDS: dict[str, Entry] = {
         run="menger tune cartpole-ppo --search optuna --trials 3 --set stop.env_frames=2048 --set "
             "runtime.launcher=threads --set checkpoint.interval_s=0 --set log.tensorboard=false --out tune-out",
         check=tuned),
+    "menger tune cartpole-ppo --population 4 --ready 8192 --set 'tune={ppo.lr: {log_uniform: [1.0e-5, 1.0e-1]}}'":
+        Entry("2 members on threads, 2 generations of 128 frames, not 4 members to the target",
+              run="menger tune cartpole-ppo --population 2 --ready 128 --set 'tune={ppo.lr: {log_uniform: "
+                  "[1.0e-5, 1.0e-1]}}' --set stop.env_frames=256 --set runtime.launcher=threads --set "
+                  "runtime.envs_per_actor=4 --set runtime.unroll_length=16 --set checkpoint.interval_s=0 "
+                  "--set log.tensorboard=false --out pbt-out",
+              check=populated),
     "make train": Entry("creates .venv and trains to 475 (minutes): only checked to be a make target",
                         run="make -n train"),
     "make test": Entry("the whole suite (minutes): only checked to be a make target", run="make -n test"),
