@@ -20,7 +20,7 @@ in between, not at all (`Population.recover`). Where members run is an executor'
     inline      one after another in this process (tests, debugging)
 
 The tune directory: `population.json` (the state `menger tune` resumes from), `lineage.jsonl` (one record per
-event: start, ready, exploit, restart, failed, target, done), `lineage.png`, `members/member-NN` (run directories)
+event: start, ready, exploit, restart, failed, stopped, target, done), `lineage.png`, `members/member-NN` (run directories)
 and `best.json` (the best member's run directory, which `menger eval` and `menger resume` take like any run).
 """
 from __future__ import annotations
@@ -310,7 +310,7 @@ class Member:
     seed: int
     frames: int = 0
     score: float | None = None
-    status: str = "training"      # training | failed | target
+    status: str = "training"      # training | failed | target | stopped (by another stop rule, e.g. wall clock)
     history: list = field(default_factory=list)  # [frames, score] at each ready
 
 
@@ -397,6 +397,10 @@ class Population:
             else:
                 member.status = "target" if result["status"] == "target" else "training"
                 member.score = result["score"]
+                if member.status == "training" and member.frames < self.segment_end():
+                    # another stop rule (stop.wall_clock_s) ended it before the segment's end: it is done
+                    member.status = "stopped"
+                    self.event("stopped", member=member.id, frames=member.frames)
             member.history.append([member.frames, member.score])
             self.event("ready", member=member.id, frames=member.frames, score=member.score, values=member.values,
                        from_frames=result.get("from_frames"))
@@ -431,7 +435,7 @@ class Population:
                        score=member.score, source_score=source.score, old_values=member.values,
                        values=exploit["values"], explore=exploit["explore"])
             member.values, member.frames, member.score = dict(exploit["values"]), source.frames, source.score
-            member.status, member.seed = "training", source.seed
+            member.status, member.seed = ("training" if source.status == "training" else source.status), source.seed
         self.pending = []
         self.generation += 1
         self.save()

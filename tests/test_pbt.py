@@ -192,3 +192,13 @@ def test_a_killed_tune_goes_on_where_it_was_when_run_again(tmp_path):
     assert len(starts) == 2  # the same population, not a new one
     best = json.loads((out / "best.json").read_text())
     assert Path(best["run_dir"]).is_dir()
+
+
+def test_a_population_whose_members_run_out_of_wall_clock_ends(tmp_path):
+    """stop.wall_clock_s ends a member before its segment does: it is done (stopped), not resumed for ever."""
+    out = tmp_path / "pbt"
+    result = train_population("cartpole-ppo", out, 2,
+                              [*SMALL, LR, "stop.env_frames=100000000", "stop.wall_clock_s=0.5"],
+                              ready=BATCH, quantile=0.5, executor="inline")
+    assert all(m.status == "stopped" and m.frames < 100_000_000 for m in result.members)
+    assert {r["member"] for r in read_lineage(out) if r["event"] == "stopped"} == {0, 1}

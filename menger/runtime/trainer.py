@@ -46,6 +46,8 @@ from menger.transport import UnrollSpec
 
 log = logging.getLogger("menger.trainer")
 
+NO_UPDATE_FAILURE_S = 10.0  # a resume with less wall clock left than this may end without an update, unblamed
+
 __all__ = ["NoActorsError", "Trainer", "TrainResult"]
 
 
@@ -361,8 +363,11 @@ class Trainer:
             self.accounts.drop("policy_lag", meta.frames)
 
     def _check_learned(self, reason: str) -> None:
-        """A run that ran out of time without a single update learned nothing: that is a failure, not a result."""
-        if reason == "wall_clock" and self.learner.updates == self._updates_at_start:
+        """A run that ran out of time without a single update learned nothing: that is a failure, not a result.
+        A resume that had less time left than that (or none: already met) stopped where it was: not a failure."""
+        ran_s = self.elapsed() - self.wall_offset
+        if reason == "wall_clock" and self.learner.updates == self._updates_at_start and \
+                ran_s >= min(self.cfg.stop.wall_clock_s, NO_UPDATE_FAILURE_S):
             errors = "; ".join(f"actor {r.actor_id}: {r.last_error}" for r in self.actors if r.last_error)
             error = TrainingFailed(f"stop.wall_clock_s={self.cfg.stop.wall_clock_s} passed without a single update "
                                    f"({self.accounts.produced} frames produced); last actor errors: "

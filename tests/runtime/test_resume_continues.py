@@ -76,3 +76,13 @@ def test_resume_past_a_reached_target_trains_on_to_the_new_stop(tmp_path, quiet)
     assert resumed["time/env_frames"] >= frames + 4096  # it trained on instead of stopping at the old target
     again = api.resume(run_dir).final_metrics  # nothing moved: the rules already met stop it at once
     assert again["time/env_frames"] <= resumed["time/env_frames"] + 256 * 2
+
+
+def test_a_resume_with_its_wall_clock_already_spent_stops_without_failing(tmp_path, quiet):
+    """Not "passed without a single update": the time ran out in the run before, which did update."""
+    run_dir = tmp_path / "run"
+    first = api.train("cartpole-ppo", overrides=[*quiet, *SMALL, "stop.target_return=null", "stop.env_frames=null",
+                                                 "stop.wall_clock_s=1.0"], run_dir=str(run_dir))
+    assert first.final_metrics["learner/updates"] > 0
+    again = api.resume(run_dir).final_metrics  # the wall clock is spent: it stops at once, as the log says
+    assert again["learner/updates"] == first.final_metrics["learner/updates"]
