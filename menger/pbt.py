@@ -417,7 +417,8 @@ class Population:
 
     def decide(self, spec: list[Tuned]) -> None:
         """Exploit and explore, decided (and saved as pending) before any directory is touched."""
-        scores = {m.id: m.score for m in self.members}
+        # members that are done (stopped by another rule, or at the target) are neither copied over nor copied
+        scores = {m.id: m.score if m.status in ("training", "failed") else None for m in self.members}
         rng = self.rng("exploit")
         self.pending = []
         for member_id, source_id in pick_exploits(scores, self.quantile, rng):
@@ -435,7 +436,7 @@ class Population:
                        score=member.score, source_score=source.score, old_values=member.values,
                        values=exploit["values"], explore=exploit["explore"])
             member.values, member.frames, member.score = dict(exploit["values"]), source.frames, source.score
-            member.status, member.seed = ("training" if source.status == "training" else source.status), source.seed
+            member.status, member.seed = "training", source.seed
         self.pending = []
         self.generation += 1
         self.save()
