@@ -13,8 +13,8 @@ A segment is an ordinary `menger train` or `menger resume` of the member's run d
 with its closing checkpoint; so every copy moves a checkpoint and its config together or, if the tune is killed
 in between, not at all (`Population.recover`). Where members run is an executor's business:
 
-    processes   (default) every member a `python -m menger.pbt` process on this machine; one that dies restarts
-                from its last checkpoint
+    processes   (default) every member a `python -m menger.pbt --worker` process on this machine that runs its
+                segments one after another; one that dies is started again and resumes from its last checkpoint
     ray         every segment a Ray task; a task lost with its node runs again elsewhere, from the last checkpoint
                 (the tune directory must be on storage every node sees)
     inline      one after another in this process (tests, debugging)
@@ -160,13 +160,15 @@ def _frames_on_disk(run_dir: Path) -> int:
     return int(records[-1].get("time/env_frames", 0)) if records else 0
 
 
-def _segment_main(job_path: str, result_path: str) -> int:
-    """`python -m menger.pbt JOB RESULT`: one segment in a process of its own (the processes executor)."""
+def _worker_main() -> int:
+    """`python -m menger.pbt --worker`: a member's process (the processes executor). Each input line names a job
+    file and a result file: it runs that segment and writes the result; it ends when its input closes."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    job = json.loads(Path(job_path).read_text())
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # the tune stops: checkpoint, then exit
-    result = run_segment(job)
-    _write_json(Path(result_path), result)
+    for line in sys.stdin:
+        job_path, result_path = line.rstrip("\n").split("\t")
+        result = run_segment(json.loads(Path(job_path).read_text()))
+        _write_json(Path(result_path), result)
     return 0
 
 
@@ -182,67 +184,98 @@ class InlineMembers:
 
 
 class ProcessMembers:
-    """Every member's segment in a process of its own, all at the same time; a process that dies without a result
-    (killed, out of memory) is started again and resumes from the member's last checkpoint."""
+    """Every member a process of its own, all at the same time, that runs the member's segments one after another
+    (started once, so the imports are paid once, not at every segment). A process that dies without a result
+    (killed, out of memory) is started again, and the segment resumes from the member's last checkpoint."""
 
     def __init__(self, out_dir: Path, max_restarts: int = MAX_RESTARTS):
         self.out_dir, self.max_restarts = out_dir, max_restarts
-        self.running: dict[int, subprocess.Popen] = {}
+        self.workers: dict[int, subprocess.Popen] = {}
+        self.running: dict[int, subprocess.Popen] = {}  # the members whose segment is under way, and their process
 
-    def _start(self, member: int, job: dict) -> subprocess.Popen:
+    def _paths(self, member: int) -> tuple[Path, Path]:
         jobs = self.out_dir / "jobs"
         jobs.mkdir(exist_ok=True)
-        job_path, result_path = jobs / f"member-{member:02d}.job.json", jobs / f"member-{member:02d}.result.json"
-        result_path.unlink(missing_ok=True)
-        _write_json(job_path, job)
+        return jobs / f"member-{member:02d}.job.json", jobs / f"member-{member:02d}.result.json"
+
+    def _worker(self, member: int, job: dict) -> subprocess.Popen:
+        worker = self.workers.get(member)
+        if worker is not None and worker.poll() is None:
+            return worker
         logfile = open(Path(job["run_dir"]).parent / f"member-{member:02d}.log", "a")  # noqa: SIM115 - the child's
         try:
             # its own session: a Ctrl-C reaches the tune, which stops the members in order; and a member whose tune
             # dies is sent SIGTERM (it checkpoints and exits) instead of training on as an orphan
-            return subprocess.Popen([sys.executable, "-m", "menger.pbt", str(job_path), str(result_path)],
-                                    stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+            worker = subprocess.Popen([sys.executable, "-m", "menger.pbt", "--worker"], stdin=subprocess.PIPE,
+                                      stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_die_with_parent, text=True)
         finally:
             logfile.close()
+        self.workers[member] = worker
+        return worker
+
+    def _send(self, member: int, job: dict) -> subprocess.Popen:
+        job_path, result_path = self._paths(member)
+        result_path.unlink(missing_ok=True)
+        _write_json(job_path, job)
+        for _ in range(2):
+            worker = self._worker(member, job)
+            try:
+                worker.stdin.write(f"{job_path}\t{result_path}\n")
+                worker.stdin.flush()
+                return worker
+            except (BrokenPipeError, OSError):  # it died between segments: a new one
+                worker.wait()
+        raise PopulationError(f"member {member}'s process dies as it starts; "
+                              f"{Path(job['run_dir']).parent / f'member-{member:02d}.log'} says why")
 
     def run(self, jobs: dict[int, dict], on_restart) -> dict[int, dict]:
         results: dict[int, dict] = {}
         deaths = {member: 0 for member in jobs}
-        self.running = {member: self._start(member, job) for member, job in jobs.items()}
+        self.running = {member: self._send(member, job) for member, job in jobs.items()}
         while self.running:
-            for member, process in list(self.running.items()):
-                code = process.poll()
-                if code is None:
-                    continue
-                del self.running[member]
-                result_path = self.out_dir / "jobs" / f"member-{member:02d}.result.json"
-                if code == 0 and result_path.exists():
+            for member, worker in list(self.running.items()):
+                result_path = self._paths(member)[1]
+                if result_path.exists():  # written whole (a rename)
                     results[member] = json.loads(result_path.read_text())
+                    del self.running[member]
+                    continue
+                code = worker.poll()
+                if code is None:
                     continue
                 deaths[member] += 1
                 logfile = Path(jobs[member]["run_dir"]).parent / f"member-{member:02d}.log"
                 if deaths[member] > self.max_restarts:
+                    del self.running[member]
                     raise PopulationError(f"member {member} died {deaths[member]} times in this segment (exit "
                                           f"{code}); {logfile} says why. Fix it, then run the same `menger tune` "
                                           "command again: the population resumes")
                 on_restart(member, f"its process ended with exit code {code}")
                 time.sleep(deaths[member])  # a dying member's lock and checkpoint settle first
-                self.running[member] = self._start(member, jobs[member])
-            time.sleep(0.2)
+                self.running[member] = self._send(member, jobs[member])
+            time.sleep(0.05)
         return results
 
     def close(self) -> None:
-        """Stop the running segments the way SIGTERM stops a run: each writes its checkpoint first."""
-        for process in self.running.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        for process in self.running.values():
+        """Stop the running segments the way SIGTERM stops a run (each writes its checkpoint first); the idle
+        processes end when their input closes."""
+        for member, worker in self.workers.items():
+            if worker.poll() is not None:
+                continue
+            if member in self.running:
+                worker.send_signal(signal.SIGTERM)
             try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                worker.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + 60
+        for worker in self.workers.values():
+            try:
+                worker.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
-        self.running = {}
+                worker.kill()
+                worker.wait()
+        self.workers, self.running = {}, {}
 
 
 def _die_with_parent() -> None:
@@ -710,4 +743,6 @@ def _segments(points: list[tuple]) -> list[list[tuple]]:
 
 
 if __name__ == "__main__":
-    sys.exit(_segment_main(sys.argv[1], sys.argv[2]))
+    if sys.argv[1:] != ["--worker"]:
+        sys.exit("python -m menger.pbt --worker: a population member's process, started by `menger tune --population`")
+    sys.exit(_worker_main())
