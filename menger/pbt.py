@@ -621,7 +621,7 @@ def train_population(experiment: str | dict, out_dir: str | Path, size: int, ove
                 continue
             until = population.segment_end()
             jobs = {m.id: {"experiment": data, "overrides": [*overrides, f"runtime.seed={m.seed}"],
-                           "run_dir": str(population.path(m)), "until": until, "values": m.values,
+                           "run_dir": str(population.path(m).resolve()), "until": until, "values": m.values,
                            "metric": population.metric}
                     for m in population.members if m.status == "training"}
             population.record(members.run(jobs, on_restart))
