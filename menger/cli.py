@@ -76,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                     "the search space: --set 'tune.ppo.lr={log_uniform: [1.0e-4, 1.0e-2]}'")
     tu.add_argument("--metric", help="what a trial or member is scored on (default: episode/return_mean; "
                     "eval/return_mean for apex, gorila, r2d2, sac)")
-    tu.add_argument("--direction", choices=["maximize", "minimize"], default="maximize", help="--search only")
+    tu.add_argument("--direction", choices=["maximize", "minimize"], default="maximize",
+                    help="whether a larger or a smaller --metric is better")
     tu.add_argument("--seed", type=int, default=0, help="the sampler's (or the population's draws') seed")
     tu.add_argument("--ready", type=int, metavar="FRAMES", help="--population: env frames per member between "
                     "exploits (default: a twentieth of stop.env_frames)")
@@ -369,7 +370,7 @@ def _tune_population(args, config, out: Path) -> int:
     try:
         result = train_population(args.experiment, out, args.population, args.overrides, ready=args.ready,
                                   quantile=args.quantile, resample=args.resample, seed=args.seed, metric=args.metric,
-                                  executor=args.on, ray_cpus=args.member_cpus, echo=print)
+                                  executor=args.on, ray_cpus=args.member_cpus, direction=args.direction, echo=print)
     finally:
         signal.signal(signal.SIGTERM, previous)
     if result.reached_at is not None:

@@ -360,10 +360,12 @@ class Population:
     that move it on (module doc)."""
 
     def __init__(self, out_dir: Path, *, size: int, ready: int, quantile: float, resample: float, seed: int,
-                 metric: str, budget: int, target: float | None, perturb=PERTURB):
+                 metric: str, budget: int, target: float | None, perturb=PERTURB, direction: str = "maximize"):
         self.out_dir = out_dir
         self.size, self.ready, self.quantile, self.resample, self.seed = size, ready, quantile, resample, seed
         self.metric, self.budget, self.target, self.perturb = metric, budget, target, tuple(perturb)
+        self.direction = direction
+        self.sign = 1.0 if direction == "maximize" else -1.0  # ranks by sign * score: the best is the largest
         self.generation = 0
         self.members: list[Member] = []
         self.pending: list[dict] = []   # exploits decided but maybe not all copied when the tune was killed
@@ -374,7 +376,8 @@ class Population:
     def save(self) -> None:
         state = {"format": 1, "size": self.size, "ready": self.ready, "quantile": self.quantile,
                  "resample": self.resample, "seed": self.seed, "metric": self.metric, "budget": self.budget,
-                 "target": self.target, "perturb": list(self.perturb), "generation": self.generation,
+                 "target": self.target, "perturb": list(self.perturb), "direction": self.direction,
+                 "generation": self.generation,
                  "pending": self.pending, "done": self.done, "reached_at": self.reached_at,
                  "members": [vars(m) for m in self.members]}
         _write_json(self.out_dir / STATE_FILE, state)
@@ -384,7 +387,8 @@ class Population:
         state = json.loads((out_dir / STATE_FILE).read_text())
         population = cls(out_dir, size=state["size"], ready=state["ready"], quantile=state["quantile"],
                          resample=state["resample"], seed=state["seed"], metric=state["metric"],
-                         budget=state["budget"], target=state["target"], perturb=state.get("perturb", PERTURB))
+                         budget=state["budget"], target=state["target"], perturb=state.get("perturb", PERTURB),
+                         direction=state.get("direction", "maximize"))
         population.generation, population.pending = state["generation"], state["pending"]
         population.done, population.reached_at = state["done"], state.get("reached_at")
         population.members = [Member(**m) for m in state["members"]]
@@ -451,7 +455,7 @@ class Population:
     def decide(self, spec: list[Tuned]) -> None:
         """Exploit and explore, decided (and saved as pending) before any directory is touched."""
         # members that are done (stopped by another rule, or at the target) are neither copied over nor copied
-        scores = {m.id: m.score if m.status in ("training", "failed") else None for m in self.members}
+        scores = {m.id: self._rank(m) if m.status in ("training", "failed") else None for m in self.members}
         rng = self.rng("exploit")
         self.pending = []
         for member_id, source_id in pick_exploits(scores, self.quantile, rng):
@@ -488,10 +492,16 @@ class Population:
         for stray in members.glob(".old-*"):
             shutil.rmtree(stray, ignore_errors=True)
 
+    def _rank(self, member: Member) -> float | None:
+        """What ranks a member: its score, negated when the metric is minimised; -inf for a failed one."""
+        if member.score is None or not math.isfinite(member.score):
+            return member.score
+        return self.sign * member.score
+
     def best(self) -> Member | None:
         scored = [m for m in self.members if m.score is not None and math.isfinite(m.score)]
         reached = [m for m in scored if m.status == "target"]
-        return max(reached or scored, key=lambda m: m.score, default=None)
+        return max(reached or scored, key=self._rank, default=None)
 
 
 def copy_run(source: Path, target: Path) -> int:
@@ -557,7 +567,7 @@ def _write_json(path: Path, data) -> None:
 def train_population(experiment: str | dict, out_dir: str | Path, size: int, overrides: list[str] = (), *,
                      ready: int | None = None, quantile: float = 0.25, resample: float = 0.25, seed: int = 0,
                      metric: str | None = None, executor="processes", ray_cpus: float = 1.0,
-                     perturb: tuple[float, ...] = PERTURB, echo=None) -> PBTResult:
+                     perturb: tuple[float, ...] = PERTURB, direction: str = "maximize", echo=None) -> PBTResult:
     """Train (or go on with) the population in `out_dir` (module doc). `ready`: env frames between exploits
     (default: a twentieth of stop.env_frames); `quantile`: the share of members copied and copied from (0: none,
     every member keeps its values); `executor`: processes, ray, inline, or an object with their `run` and `close`."""
@@ -579,6 +589,8 @@ def train_population(experiment: str | dict, out_dir: str | Path, size: int, ove
                           "every member's values (fixed settings, a random search on the same budget)")
     if not 0.0 <= resample <= 1.0:
         raise ConfigError(f"--resample {resample}: a probability, in [0, 1]")
+    if direction not in ("maximize", "minimize"):
+        raise ConfigError(f"direction {direction!r}: maximize or minimize")
     if isinstance(executor, str) and executor not in EXECUTORS:
         raise ConfigError(f"members on {executor!r}: one of {', '.join(EXECUTORS)}")
     ready = int(ready or max(1, config.stop.env_frames // 20))
@@ -604,7 +616,7 @@ def train_population(experiment: str | dict, out_dir: str | Path, size: int, ove
         (out_dir / "experiment.json").write_text(json.dumps(data, indent=2, default=str))
         population = Population(out_dir, size=size, ready=ready, quantile=quantile, resample=resample, seed=seed,
                                 metric=metric or default_metric(config.algo), budget=int(config.stop.env_frames),
-                                target=config.stop.target_return, perturb=perturb)
+                                target=config.stop.target_return, perturb=perturb, direction=direction)
         population.start(spec, config.runtime.seed)
     members = executor if not isinstance(executor, str) else {
         "processes": lambda: ProcessMembers(out_dir), "ray": lambda: RayMembers(ray_cpus), "inline": InlineMembers,

@@ -202,3 +202,12 @@ def test_a_population_whose_members_run_out_of_wall_clock_ends(tmp_path):
                               ready=BATCH, quantile=0.5, executor="inline")
     assert all(m.status == "stopped" and m.frames < 100_000_000 for m in result.members)
     assert {r["member"] for r in read_lineage(out) if r["event"] == "stopped"} == {0, 1}
+
+
+def test_a_minimised_metric_copies_the_member_with_the_smallest(tmp_path):
+    out = tmp_path / "pbt"
+    result = train_population("cartpole-ppo", out, 2, [*SMALL, LR, f"stop.env_frames={2 * BATCH}"], ready=BATCH,
+                              quantile=0.5, resample=0.0, direction="minimize", executor="inline")
+    exploit = next(r for r in read_lineage(out) if r["event"] == "exploit")
+    assert exploit["source_score"] < exploit["score"]  # the lower return is the better one here
+    assert result.best is not None
