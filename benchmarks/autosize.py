@@ -4,9 +4,8 @@ frames/s as the best of actors x envs_per_actor?
 For each case (cartpole-ppo, cartpole-impala, pong-impala):
 
 * **grid**: every layout of `--actors` x the case's envs per actor (the preset's other settings, its
-  batch_unrolls included) trains for `--window-s` seconds; its rate is learned env frames/s (`time/env_frames`
-  over training time, from the first record with learned frames to the last periodic one: start-up left out,
-  as `throughput.py` reads it);
+  batch_unrolls included) trains for `--window-s` seconds; its rate is learned env frames/s from its first
+  update to its last (frames the learner stepped on; start-up left out);
 * **auto**: the same preset with `runtime.actors`, `runtime.envs_per_actor` (and, for async, `runtime.
   coordination.batch_unrolls`) set to `auto`, trained as a user would (`menger.api.train`): the start-up
   measurement picks the layout, `autosize.json` says which and how long the picking took, and the run's rate
@@ -30,9 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from throughput import benchmark_overrides, read_metrics, training_rate
+from throughput import benchmark_overrides
 
 from menger.api import train
+from menger.runtime import Observer
 
 
 @dataclass(frozen=True)
@@ -53,23 +53,33 @@ QUICK = {"cartpole-ppo": (16, 256), "cartpole-impala": (16, 256), "pong": (8, 16
 AUTO = ("runtime.actors=auto", "runtime.envs_per_actor=auto")
 
 
-def learned_rate(run_dir: Path) -> float:
-    """Learned env frames/s of a finished run (`throughput.training_rate`); a run whose updates are too far apart
-    for two records after the first learned frame gets its frames over its whole training time instead."""
-    records = read_metrics(run_dir)
-    try:
-        return training_rate(records)
-    except ValueError:
-        last = records[-1]
-        return last["time/env_frames"] / max(last["time/wall_s"], 1e-9)
+class UpdateClock(Observer):
+    """When each update was applied and how many frames had been learned by then."""
+
+    def __init__(self):
+        self.points: list[tuple[float, int]] = []
+
+    def on_update(self, trainer, stats: dict) -> None:
+        self.points.append((time.monotonic(), trainer.accounts.accepted))
+
+    def rate(self) -> float:
+        """Learned env frames/s from the first update to the last: start-up is left out, and a sync run whose
+        updates are seconds apart is read at update boundaries, not at log records that split its rounds."""
+        if len(self.points) < 2:
+            raise ValueError(f"{len(self.points)} update(s) in the window; the rate needs two: give a longer "
+                             "--window-s")
+        (t0, f0), (t1, f1) = self.points[0], self.points[-1]
+        return (f1 - f0) / (t1 - t0)
 
 
 def run_layout(preset: str, overrides: list[str], window_s: float, seed: int) -> dict:
     """Train for `window_s` seconds; the learned rate, and what autosize.json says when the layout was auto."""
+    clock = UpdateClock()
     with tempfile.TemporaryDirectory(prefix="menger-autosize-") as run_dir:
         began = time.monotonic()
-        train(preset, overrides=benchmark_overrides(window_s, seed) + list(overrides), run_dir=run_dir)
-        out = {"rate": learned_rate(Path(run_dir)), "command_s": time.monotonic() - began}
+        train(preset, overrides=benchmark_overrides(window_s, seed) + list(overrides), run_dir=run_dir,
+              observers=[clock])
+        out = {"rate": clock.rate(), "updates": len(clock.points), "command_s": time.monotonic() - began}
         report = Path(run_dir) / "autosize.json"
         if report.exists():
             data = json.loads(report.read_text())

@@ -62,12 +62,11 @@ class Costs:
     unroll_length: int                  # T
     slots_per_actor: int
     actor_step_s: dict[int, float]      # B -> seconds of one core for one step of B envs (acting included)
-    learner_s: dict[int, tuple[float, float]]  # torch threads k -> (a, b): an update on N frames takes a + b N
+    learner_s: dict[int, list]          # torch threads k -> [(N, seconds)]: an update on N frames, measured
     learner_threads: int = 0            # runtime.learner.threads (0: the trainer's default)
     bytes_per_env: int = 0              # shared memory of one env's share of an unroll slot
     memory_bytes: int = 0               # the most a layout's slots may take (0: no limit)
     measured_s: float = 0.0
-    learner_samples: dict = field(default_factory=dict)  # threads -> [(N, seconds)]: what learner_s is fitted to
 
     def unroll_s(self, envs: int) -> float:
         """u(B): one core's seconds for an unroll of T steps of B envs, linear between the measured B."""
@@ -91,17 +90,37 @@ class Costs:
         return self.cores if self.launcher == "ray" else max(1, self.cores - actors)
 
     def update_s(self, frames: int, threads: int) -> float:
-        """L(N, k): seconds of one update on `frames` frames with `threads` torch threads."""
+        """L(N, k): seconds of one update on `frames` frames with `threads` torch threads: linear between the
+        measured sizes (a batch that no longer fits the caches costs more per frame), past them along the nearest
+        segment, and linear in k between the thread counts measured."""
         known = sorted(self.learner_s)
-        if threads in self.learner_s or len(known) == 1:
-            a, b = self.learner_s[threads if threads in self.learner_s else known[0]]
-            return a + b * frames
-        low, high = max([k for k in known if k <= threads] or known[:1]), min([k for k in known if k >= threads]
-                                                                              or known[-1:])
-        at = {k: self.learner_s[k][0] + self.learner_s[k][1] * frames for k in (low, high)}
+        low = max([k for k in known if k <= threads] or known[:1])
+        high = min([k for k in known if k >= threads] or known[-1:])
+        at = {k: _along(self.learner_s[k], frames) for k in (low, high)}
         if low == high:
             return at[low]
         return at[low] + (at[high] - at[low]) * (threads - low) / (high - low)
+
+    @property
+    def largest_batch(self) -> int:
+        """The largest batch (frames) the learner was timed on."""
+        return max(n for samples in self.learner_s.values() for n, _ in samples)
+
+
+def _along(samples: list, frames: float) -> float:
+    """Seconds at `frames` on the piecewise-linear curve through the (N, seconds) samples; past either end along
+    the end segment (at least the end sample's seconds per frame beyond the largest, at least nothing below)."""
+    sizes = np.array([n for n, _ in samples], float)
+    seconds = np.array([s for _, s in samples], float)
+    if len(samples) == 1:
+        return float(seconds[0] * frames / sizes[0])
+    if frames <= sizes[0]:
+        slope = max((seconds[1] - seconds[0]) / (sizes[1] - sizes[0]), 0.0)
+        return float(max(seconds[0] - slope * (sizes[0] - frames), seconds[0] * frames / sizes[0]))
+    if frames >= sizes[-1]:
+        slope = max((seconds[-1] - seconds[-2]) / (sizes[-1] - sizes[-2]), seconds[-1] / sizes[-1])
+        return float(seconds[-1] + slope * (frames - sizes[-1]))
+    return float(np.interp(frames, sizes, seconds))
 
 
 @dataclass(frozen=True)
@@ -143,9 +162,11 @@ def candidates(costs: Costs, max_actors: int | None = None, envs: tuple[int, ...
                actors: int | None = None, envs_per_actor: int | None = None, batch_unrolls: int | None = None,
                rows_per_game: int = 1) -> list[Layout]:
     """Every layout the search may pick: the keys given (not auto) stay fixed; A up to twice the cores (8 at
-    most), B from `envs` (multiples of a multi-agent game's rows), U from 1 to A x slots_per_actor (async); a
-    layout whose unroll slots would take more than `costs.memory_bytes` is left out."""
+    most), B from `envs` (multiples of a multi-agent game's rows), U from 1 to A x slots_per_actor (async). Left
+    out: a layout whose unroll slots would take more than `costs.memory_bytes`, and one whose batches are more
+    than twice the largest the learner was timed on (the model would only guess how it fares)."""
     max_actors = max_actors or min(8, 2 * costs.cores)
+    most_frames = 2 * costs.largest_batch
     actor_counts = [actors] if actors is not None else range(1, max_actors + 1)
     env_counts = [envs_per_actor] if envs_per_actor is not None else [b for b in envs if b % rows_per_game == 0]
     out = []
@@ -155,12 +176,18 @@ def candidates(costs: Costs, max_actors: int | None = None, envs: tuple[int, ...
             if costs.memory_bytes and costs.bytes_per_env and slots * b * costs.bytes_per_env > costs.memory_bytes:
                 continue
             if costs.coordination != "async":
-                out.append(Layout(a, b, 0))
+                layouts = [Layout(a, b, 0)]
             elif batch_unrolls is not None:
-                out.append(Layout(a, b, batch_unrolls))
+                layouts = [Layout(a, b, batch_unrolls)]
             else:
-                out += [Layout(a, b, u) for u in range(1, slots + 1)]
+                layouts = [Layout(a, b, u) for u in range(1, slots + 1)]
+            out += [layout for layout in layouts if _batch_frames(costs, layout) <= most_frames]
     return out
+
+
+def _batch_frames(costs: Costs, layout: Layout) -> int:
+    unrolls = layout.actors if costs.coordination == "sync" else layout.batch_unrolls or layout.actors
+    return unrolls * layout.envs_per_actor * costs.unroll_length
 
 
 @dataclass(frozen=True)
@@ -192,8 +219,8 @@ class Choice:
                 "measured_s": costs.measured_s, "cores": costs.cores, "launcher": costs.launcher,
                 "coordination": costs.coordination, "unroll_length": costs.unroll_length,
                 "actor_step_s": {str(b): s for b, s in costs.actor_step_s.items()},
-                "learner_update_s": {str(k): {"fixed_s": a, "per_frame_s": b, "samples": costs.learner_samples.get(k, [])}
-                                     for k, (a, b) in costs.learner_s.items()},
+                "learner_update_s": {str(k): [[n, seconds] for n, seconds in samples]
+                                     for k, samples in costs.learner_s.items()},
                 "ranked": [{**dataclasses.asdict(p.layout), "frames_per_s": p.frames_per_s, "bound": p.bound}
                            for p in self.ranked],
                 "reasons": list(self.reasons), "adjustments": []}
@@ -218,7 +245,7 @@ def _reasons(costs: Costs, chosen: Prediction, predictions: list[Prediction], ke
     layout, t = chosen.layout, costs.unroll_length
     b, a = layout.envs_per_actor, layout.actors
     smallest = min(costs.actor_step_s)
-    frames = (layout.batch_unrolls or a) * b * t if costs.coordination == "async" else a * b * t
+    frames = _batch_frames(costs, layout)
     threads = costs.threads(a)
     acting = (f"an actor steps {b} envs in {_us(costs.unroll_s(b) / t / b)}/env "
               f"({_us(costs.unroll_s(smallest) / t / smallest)}/env at B={smallest})")
@@ -260,8 +287,9 @@ def measure(config: ExperimentConfig, budget_s: float = BUDGET_S, clock=time.per
     (`make_learner`) on batches of a few sizes, within `budget_s` in all. Returns the costs and the number of
     rows per game of a multi-agent env (envs_per_actor must be a multiple of it).
 
-    The actors get the first 40 % of the budget, the learner what is left up to 85 %: no step is started that
-    its guess says would end later (a guess from the step before, four times smaller)."""
+    The actors get the first 40 % of the budget, the learner what is left up to 75 %: no step is started that
+    its guess says would end later (a guess from the step before, four times smaller), so that a machine that
+    turns slower than guessed still leaves a quarter of the budget for one update that runs long."""
     from menger.envs import make_vec_env
     from menger.learners import make_learner
     from menger.models import build_policy
@@ -293,22 +321,21 @@ def measure(config: ExperimentConfig, budget_s: float = BUDGET_S, clock=time.per
         learner = make_learner(config, policy, torch.device("cpu"))
         most = rt.learner.threads or (cores if rt.launcher == "ray" else max(1, cores - 1))
         thread_counts = [most] + ([1] if most > 1 else [])  # the threads a run's learner gets first, then one
-        learner_s, samples = {}, {}
-        end = started + 0.85 * budget_s  # one step may run past its guess; the cap is the budget
+        learner_s = {}
+        end = started + 0.75 * budget_s  # one update may run past its guess: the budget is the cap
         for index, threads in enumerate(thread_counts):
-            if index and clock() + 3 * min(s for _, s in samples[most]) > end:
+            if index and clock() + 3 * min(s for _, s in learner_s[most]) > end:
                 break  # no time for it: the threads measured stand for every count
             torch.set_num_threads(threads)
             share = (end - clock()) / (len(thread_counts) - index)
-            learner_s[threads], samples[threads] = _time_learner(learner, buffers, clock, clock() + share)
+            learner_s[threads] = _time_learner(learner, buffers, clock, clock() + share)
     finally:
         torch.set_num_threads(threads_before)
     costs = Costs(cores=cores, launcher=rt.launcher, coordination=config.coordination,
                   unroll_length=rt.unroll_length, slots_per_actor=rt.coordination.slots_per_actor,
                   actor_step_s=step_s, learner_s=learner_s, learner_threads=rt.learner.threads,
                   bytes_per_env=buffers.bytes_per_env_slot * rt.unroll_length // probe_t,
-                  memory_bytes=int(_memory_bytes() * MEMORY_SHARE), measured_s=clock() - started,
-                  learner_samples=samples)
+                  memory_bytes=int(_memory_bytes() * MEMORY_SHARE), measured_s=clock() - started)
     return costs, rows
 
 
@@ -339,18 +366,17 @@ def _time_actor(config: ExperimentConfig, envs: int, spaces: tuple, steps: int, 
         actor.envs.close()
 
 
-def _time_learner(learner, buffers, clock, deadline: float) -> tuple[tuple[float, float], list]:
-    """(a, b) of an update's seconds a + b N, fitted (least relative error) to updates on batches of 16, 64, 256,
-    ... env columns cut from copies of the slot, as many sizes as fit before `deadline` (at least two), and the
-    (N, seconds) samples. Each size's figure is the fastest of its timed updates after a warm-up one (another
-    job's burst on the machine counts less); the time to copy the slots out of shared memory (the trainer's
-    gather) is part of it."""
+def _time_learner(learner, buffers, clock, deadline: float) -> list:
+    """[(N, seconds)] of updates on batches of 16, 64, 256, ... env columns cut from copies of the slot, as many
+    sizes as fit before `deadline` (at least one). Each size's figure is the fastest of its timed updates after a
+    warm-up one (another job's burst on the machine counts less); the time to copy the slots out of shared
+    memory (the trainer's gather) is part of it."""
     steps, envs = buffers.spec.unroll_length, buffers.spec.envs_per_actor
     samples = []
     columns = 16
-    while len(samples) < 5:
+    while len(samples) < 6:
         if samples:  # the next size costs about 4x the last: two timed updates, or one, or none if it will not fit
-            guess = 4 * samples[-1][1]
+            guess = 5 * samples[-1][1]  # 4x the frames, and a bigger batch may cost more per frame
             timed_runs = 2 if clock() + 3 * guess <= deadline else 1 if clock() + 2 * guess <= deadline else 0
             if not timed_runs:
                 break
@@ -358,27 +384,25 @@ def _time_learner(learner, buffers, clock, deadline: float) -> tuple[tuple[float
             timed_runs = 2
         frames = steps * columns
         copies = -(-columns // envs)
-        learner.update(_columns(buffers.gather([0] * copies), columns), frames)  # warm-up
         timed = []
-        for _ in range(timed_runs):
+        for run in range(timed_runs + 1):  # the first warms up, unless it took so long that it must count
             began = clock()
             batch = _columns(buffers.gather([0] * copies), columns)
             learner.update(batch, frames)
             timed.append(clock() - began)
-        samples.append((frames, min(timed)))
+            if run < timed_runs and clock() + timed[-1] > deadline:
+                break  # the machine is slower than guessed: what was timed stands
+        samples.append((frames, min(timed[1:] or timed)))
+        if clock() >= deadline:
+            break
         columns *= 4
-    sizes, seconds = (np.array(column, float) for column in zip(*samples))
-    if len(samples) == 1:  # one size only: no fixed cost can be told apart, all of it counts per frame
-        return (0.0, float(seconds[0] / sizes[0])), samples
-    slope, intercept = np.polyfit(sizes, seconds, 1, w=1.0 / seconds)
-    if slope <= 0:  # no growth with size measured: all of it per frame, at the largest size's rate
-        return (0.0, float(seconds[-1] / sizes[-1])), samples
-    return (max(float(intercept), 0.0), float(slope)), samples
+    return samples
 
 
 def _columns(batch: dict, columns: int) -> dict:
-    """The first `columns` env columns of a time-major batch (every field's axis 1)."""
-    return {key: _columns(value, columns) if isinstance(value, dict) else value[:, :columns]
+    """The first `columns` env columns of a time-major batch (every field's axis 1), contiguous as the trainer's
+    gathered batches are."""
+    return {key: _columns(value, columns) if isinstance(value, dict) else value[:, :columns].contiguous()
             for key, value in batch.items()}
 
 
@@ -401,7 +425,7 @@ def resolve(config: ExperimentConfig, budget_s: float = BUDGET_S) -> tuple[Exper
     costs, rows = measure(config, budget_s)
     fixed = {name: None if getattr(rt, name) == "auto" else getattr(rt, name) for name in ("actors", "envs_per_actor")}
     units = rt.coordination.batch_unrolls
-    layouts = candidates(costs, actors=fixed["actors"], envs_per_actor=fixed["envs_per_actor"],
+    layouts = candidates(costs, envs=ENVS, actors=fixed["actors"], envs_per_actor=fixed["envs_per_actor"],
                          batch_unrolls=None if units == "auto" else units, rows_per_game=rows)
     choice = pick(costs, layouts, keys)
     for line in choice.reasons:
