@@ -46,8 +46,8 @@ class Case:
 
 CASES = {
     "cartpole-ppo": Case("CartPole PPO", "cartpole-ppo", (16, 64, 256, 768), 15.0, False),
-    "cartpole-impala": Case("CartPole IMPALA", "cartpole-impala", (16, 64, 256, 768), 12.0, True),
-    "pong": Case("Pong APPO", "pong-impala", (8, 16, 32), 40.0, True),
+    "cartpole-impala": Case("CartPole IMPALA", "cartpole-impala", (16, 64, 256, 768), 10.0, True),
+    "pong": Case("Pong APPO", "pong-impala", (8, 16, 32), 30.0, True),
 }
 QUICK = {"cartpole-ppo": (16, 256), "cartpole-impala": (16, 256), "pong": (8, 16)}
 AUTO = ("runtime.actors=auto", "runtime.envs_per_actor=auto")
@@ -135,8 +135,8 @@ def format_table(rows: list[dict]) -> str:
     for row in rows:
         grid = ", ".join(f"{name} {rate:,.0f}" for name, rate in row["grid_median"].items())
         loads = ", ".join(f"{load:.1f}" for load in row["load_average_1min"])
-        lines.append(f"{row['case']}: grid {grid}; auto predicted {', '.join(f'{p:,.0f}' for p in row['auto_predicted'])}"
-                     f"; load after each round {loads}")
+        predicted = ", ".join(f"{p:,.0f}" for p in row["auto_predicted"])
+        lines.append(f"{row['case']}: grid {grid}; auto predicted {predicted}; load after each round {loads}")
     repeats = len(rows[0]["auto_rates"]) if rows else 0
     windows = ", ".join(f"{row['window_s']:g}" for row in rows)
     lines.append(f"learned env frames/s, medians of {repeats} round(s); training windows of {windows} s; "
@@ -151,7 +151,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--envs", nargs="+", type=int, default=None, help="the grid's envs per actor (default: "
                         "each case's own)")
     parser.add_argument("--window-s", type=float, default=None, help="training seconds per run (default: each "
-                        "case's own: 15 cartpole-ppo, 12 cartpole-impala, 40 pong)")
+                        "case's own: 15 cartpole-ppo, 10 cartpole-impala, 30 pong)")
     parser.add_argument("--repeats", type=int, default=2, help="rounds; the table shows medians")
     parser.add_argument("--quick", action="store_true", help="two envs sizes per case, one round")
     parser.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")

@@ -2,14 +2,15 @@
 `auto` are picked before the run starts, from what this machine measures, to learn the most env frames/s.
 
     costs = measure(config)                   # an actor's unroll at a few B, the learner's update at a few sizes
-    choice = pick(costs, candidates(config, costs))   # `predict` over every allowed layout, the fastest wins
+    choice = pick(costs, candidates(costs))   # `predict` over every allowed layout: the fastest wins
     config = choice.apply(config)             # concrete integers: config.yaml records them, a resume keeps them
 
 The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T steps, on C cores:
 
     u(B)     seconds of one core for an actor's unroll of T x B frames (measured at a few B, linear between them)
-    L(N, k)  seconds of one learner update on N frames with k torch threads (measured: a + b N at k = 1 and the
-             most threads a candidate gives the learner, linear in between)
+    L(N, k)  seconds of one learner update on N frames with k torch threads: a + b N fitted to updates measured
+             at 16, 64, 256, ... env columns as far as the time allows; at the most threads a candidate gives the
+             learner and, if time is left, at one; linear in k between)
     k        runtime.learner.threads, else what the trainer sets: max(1, C - A) (Ray: C)
     sync (ppo): a round is every actor's unroll, side by side on min(A, C) cores, then one update on A B T frames:
              frames/s = A B T / (u(B) max(1, A / C) + L(A B T, k))
@@ -20,7 +21,9 @@ The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T
     threads launcher: the actors' Python shares one interpreter lock, so the actors' side counts as one core.
 
 Layouts within 3 % of the best prediction count as ties; the one with the fewest envs (then the smallest batch)
-wins, for less memory and less policy lag. During an async run with `batch_unrolls: auto`, `BatchAdjuster` moves
+wins, for less memory and less policy lag. A layout whose batches are more than twice the largest the learner
+was timed on is not a candidate. The objective is throughput, not sample efficiency: for PPO it favours big
+rounds, so fewer updates per frame. During an async run with `batch_unrolls: auto`, `BatchAdjuster` moves
 the batch size when the learner falls behind or waits (see its docstring). Every choice and adjustment is logged
 with the figures behind it and written to RUN_DIR/autosize.json.
 """
@@ -31,7 +34,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -90,13 +93,12 @@ class Costs:
         return self.cores if self.launcher == "ray" else max(1, self.cores - actors)
 
     def update_s(self, frames: int, threads: int) -> float:
-        """L(N, k): seconds of one update on `frames` frames with `threads` torch threads: linear between the
-        measured sizes (a batch that no longer fits the caches costs more per frame), past them along the nearest
-        segment, and linear in k between the thread counts measured."""
+        """L(N, k): seconds of one update on `frames` frames with `threads` torch threads: the straight line
+        a + b N through the sizes measured at the nearest thread counts, linear in k between them."""
         known = sorted(self.learner_s)
         low = max([k for k in known if k <= threads] or known[:1])
         high = min([k for k in known if k >= threads] or known[-1:])
-        at = {k: _along(self.learner_s[k], frames) for k in (low, high)}
+        at = {k: _line(self.learner_s[k])[0] + _line(self.learner_s[k])[1] * frames for k in (low, high)}
         if low == high:
             return at[low]
         return at[low] + (at[high] - at[low]) * (threads - low) / (high - low)
@@ -107,20 +109,17 @@ class Costs:
         return max(n for samples in self.learner_s.values() for n, _ in samples)
 
 
-def _along(samples: list, frames: float) -> float:
-    """Seconds at `frames` on the piecewise-linear curve through the (N, seconds) samples; past either end along
-    the end segment (at least the end sample's seconds per frame beyond the largest, at least nothing below)."""
+def _line(samples: list) -> tuple[float, float]:
+    """(a, b) of seconds = a + b N through the (N, seconds) samples, least relative error: a machine's burst during
+    one sample moves the line less than it would move a curve through every point. One sample: all per frame."""
     sizes = np.array([n for n, _ in samples], float)
     seconds = np.array([s for _, s in samples], float)
     if len(samples) == 1:
-        return float(seconds[0] * frames / sizes[0])
-    if frames <= sizes[0]:
-        slope = max((seconds[1] - seconds[0]) / (sizes[1] - sizes[0]), 0.0)
-        return float(max(seconds[0] - slope * (sizes[0] - frames), seconds[0] * frames / sizes[0]))
-    if frames >= sizes[-1]:
-        slope = max((seconds[-1] - seconds[-2]) / (sizes[-1] - sizes[-2]), seconds[-1] / sizes[-1])
-        return float(seconds[-1] + slope * (frames - sizes[-1]))
-    return float(np.interp(frames, sizes, seconds))
+        return 0.0, float(seconds[0] / sizes[0])
+    slope, intercept = np.polyfit(sizes, seconds, 1, w=1.0 / seconds)
+    if slope <= 0:  # no growth with size measured: a fixed cost, the largest measured
+        return float(seconds.max()), 0.0
+    return max(float(intercept), 0.0), float(slope)
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def test_sync_rounds_add_the_acting_and_the_learning():
     acting, learning = c.unroll_s(16), 5e-3 + 1e-6 * 2 * 16 * 10
     assert prediction.frames_per_s == pytest.approx(2 * 16 * 10 / (acting + learning))
     # more actors than cores take turns: 8 actors on 4 cores act twice as long as 4
-    assert predict(c, Layout(8, 16)).bounds["acting_s"] == pytest.approx(2 * predict(c, Layout(4, 16)).bounds["acting_s"])
+    eight, four = predict(c, Layout(8, 16)), predict(c, Layout(4, 16))
+    assert eight.bounds["acting_s"] == pytest.approx(2 * four.bounds["acting_s"])
 
 
 def test_async_is_paced_by_the_slowest_of_actors_learner_and_cores():
@@ -84,11 +85,12 @@ def test_ties_go_to_the_layout_with_the_fewest_envs():
     assert choice.ranked[0] is choice.prediction and len(choice.ranked) == 3
 
 
-def test_update_costs_follow_the_measured_sizes_and_keep_the_last_cost_per_frame_beyond_them():
-    c = costs(learner_s={1: [(100, 0.01), (1000, 0.02), (10_000, 0.5)]})  # past 1000 frames the caches overflow
-    assert c.update_s(550, 1) == pytest.approx(0.015) and c.update_s(5500, 1) == pytest.approx(0.26)
-    assert c.update_s(20_000, 1) == pytest.approx(0.5 + 10_000 * (0.48 / 9000))  # the last segment's slope
-    assert c.update_s(10, 1) >= 0.01 * 10 / 100  # below the smallest: never cheaper per frame
+def test_update_costs_are_a_line_through_the_measured_sizes_that_one_burst_moves_little():
+    c = costs(learner_s={1: [(100, 0.011), (1000, 0.02), (10_000, 0.11)]})  # 10 ms + 10 µs per frame
+    assert c.update_s(5000, 1) == pytest.approx(0.06) and c.update_s(100_000, 1) == pytest.approx(1.01)
+    burst = costs(learner_s={1: [(100, 0.011), (1000, 0.02), (10_000, 0.11), (40_000, 0.8)]})  # the last one 2x
+    assert burst.update_s(40_000, 1) < 0.8  # the line leans towards it, it does not follow it
+    assert costs(learner_s={1: [(1000, 0.5)]}).update_s(2000, 1) == pytest.approx(1.0)  # one size: per frame
     assert c.largest_batch == 10_000
 
 
