@@ -84,7 +84,8 @@ def run_layout(preset: str, overrides: list[str], window_s: float, seed: int) ->
         if report.exists():
             data = json.loads(report.read_text())
             out.update(picked=data["picked"], picking_s=data["measured_s"],
-                       predicted=data["predicted_frames_per_s"], bound=data["bound"])
+                       predicted=data["predicted_frames_per_s"], bound=data["bound"], ranked=data["ranked"],
+                       reasons=data["reasons"])
     return out
 
 
@@ -119,6 +120,7 @@ def bench_case(case: Case, actors: tuple[int, ...], envs: tuple[int, ...], windo
     return {"case": case.label, "preset": case.preset, "window_s": window_s, "grid": grid, "grid_median": medians,
             "best_layout": best, "best_rate": medians[best], "auto_layouts": picks, "auto_rate": auto_rate,
             "auto_rates": [r["rate"] for r in autos], "auto_predicted": [r["predicted"] for r in autos],
+            "auto_runs": autos,
             "ratio": auto_rate / medians[best], "picking_s": max(r["picking_s"] for r in autos),
             "load_average_1min": loads}
 

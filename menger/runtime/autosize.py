@@ -20,8 +20,9 @@ The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T
              cores    C / (u(B) / (B T) + L(U B T, 1) / (U B T))     each frame costs its acting and learning CPU
     threads launcher: the actors' Python shares one interpreter lock, so the actors' side counts as one core.
 
-Layouts within 3 % of the best prediction count as ties; the one with the fewest envs (then the smallest batch)
-wins, for less memory and less policy lag. A layout whose batches are more than twice the largest the learner
+Layouts within 3 % of the best prediction count as ties; the one with the fewest actors wins (each one more is a
+process to switch between, which the model's pool of cores does not see), then the fewest envs and the smallest
+batch, for less memory and less policy lag. A layout whose batches are more than twice the largest the learner
 was timed on is not a candidate. The objective is throughput, not sample efficiency: for PPO it favours big
 rounds, so fewer updates per frame. During an async run with `batch_unrolls: auto`, `BatchAdjuster` moves
 the batch size when the learner falls behind or waits (see its docstring). Every choice and adjustment is logged
@@ -149,7 +150,7 @@ def predict(costs: Costs, layout: Layout) -> Prediction:
         learning = costs.update_s(frames, threads)
         rate = frames / (acting + learning)
         return Prediction(layout, rate, "round", {"acting_s": acting, "learning_s": learning, "round": rate})
-    frames = (layout.batch_unrolls or a) * b * t
+    frames = _batch_frames(costs, layout)
     bounds = {"actors": min(a, actor_cores) * b * t / unroll,
               "learner": frames / costs.update_s(frames, threads),
               "cores": costs.cores / (unroll / (b * t) + costs.update_s(frames, 1) / frames)}
@@ -226,16 +227,17 @@ class Choice:
 
 
 def pick(costs: Costs, layouts: list[Layout], keys: tuple = ()) -> Choice:
-    """The layout with the most predicted learned frames/s; ties (within `TIE`) go to the fewest envs, then the
-    smallest batch (less memory, less policy lag)."""
+    """The layout with the most predicted learned frames/s; ties (within `TIE`) go to the fewest actors (fewer
+    processes to switch between: the model counts the cores as a pool and does not see that cost), then the
+    fewest envs, then the smallest batch (less memory, less policy lag)."""
     if not layouts:
-        raise ValueError("no layout to pick from: every candidate's unroll slots exceed the memory budget; set "
-                         "runtime.actors and runtime.envs_per_actor to numbers")
+        raise ValueError("no layout to pick from: every candidate's unroll slots exceed the memory budget, or its "
+                         "batches the sizes the learner was timed on; set runtime.actors and "
+                         "runtime.envs_per_actor to numbers")
     predictions = sorted((predict(costs, layout) for layout in layouts), key=lambda p: -p.frames_per_s)
     best = predictions[0].frames_per_s
     tied = [p for p in predictions if p.frames_per_s >= (1 - TIE) * best]
-    chosen = min(tied, key=lambda p: (p.layout.actors * p.layout.envs_per_actor, p.layout.batch_unrolls,
-                                      p.layout.actors))
+    chosen = min(tied, key=lambda p: (p.layout.actors, p.layout.envs_per_actor, p.layout.batch_unrolls))
     ranked = [chosen] + [p for p in predictions if p is not chosen][:4]
     return Choice(chosen.layout, chosen, ranked, _reasons(costs, chosen, predictions, keys), costs, keys)
 
@@ -252,9 +254,14 @@ def _reasons(costs: Costs, chosen: Prediction, predictions: list[Prediction], ke
                 f"on {threads} thread(s)")
     others = ", ".join(f"{p.layout.actors}x{p.layout.envs_per_actor}"
                        + (f"/U{p.layout.batch_unrolls}" if costs.coordination == "async" else "")
-                       + f" {p.frames_per_s:,.0f}" for p in predictions[1:4] if p is not chosen)
-    why = (f"predicted {chosen.frames_per_s:,.0f} learned frames/s, bound by the {chosen.bound}; "
-           f"{acting}; {learning}; {costs.cores} cores, {costs.launcher} launcher; next best: {others or 'none'}")
+                       + f" {p.frames_per_s:,.0f}" for p in [p for p in predictions if p is not chosen][:3])
+    if chosen.bound == "round":
+        pace = (f"a round of {chosen.bounds['acting_s']:.3f} s acting and {chosen.bounds['learning_s']:.3f} s "
+                "learning")
+    else:
+        pace = f"bound by the {chosen.bound}"
+    why = (f"predicted {chosen.frames_per_s:,.0f} learned frames/s, {pace}; {acting}; {learning}; "
+           f"{costs.cores} cores, {costs.launcher} launcher; next best: {others or 'none'}")
     values = {"runtime.actors": a, "runtime.envs_per_actor": b, "runtime.coordination.batch_unrolls":
               layout.batch_unrolls}
     return [f"{key}={values[key]}: {why}" for key in keys]

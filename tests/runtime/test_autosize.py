@@ -49,6 +49,8 @@ def test_sync_rounds_add_the_acting_and_the_learning():
     # more actors than cores take turns: 8 actors on 4 cores act twice as long as 4
     eight, four = predict(c, Layout(8, 16)), predict(c, Layout(4, 16))
     assert eight.bounds["acting_s"] == pytest.approx(2 * four.bounds["acting_s"])
+    (line_,) = pick(c, [Layout(2, 16)], ("runtime.actors",)).reasons
+    assert line_.startswith("runtime.actors=2: predicted") and "a round of 0.012 s acting and 0.005 s learning" in line_
 
 
 def test_async_is_paced_by_the_slowest_of_actors_learner_and_cores():
@@ -78,11 +80,12 @@ def test_the_threads_launcher_counts_the_actors_as_one_core():
     assert predict(c, Layout(4, 16, 4)).bounds["actors"] == pytest.approx(predict(c, Layout(1, 16, 1)).bounds["actors"])
 
 
-def test_ties_go_to_the_layout_with_the_fewest_envs():
+def test_ties_go_to_the_fewest_actors_then_the_fewest_envs():
     c = costs(learner_s={3: line(1.0, 0.0), 1: line(1.0, 0.0)})  # 1 s whatever the batch: bigger is faster
-    choice = pick(c, [Layout(2, 256, 4), Layout(4, 256, 4), Layout(1, 16, 1)])
-    assert choice.layout == Layout(2, 256, 4)  # the same prediction as 4 x 256, half the envs
-    assert choice.ranked[0] is choice.prediction and len(choice.ranked) == 3
+    choice = pick(c, [Layout(2, 256, 4), Layout(4, 256, 4), Layout(4, 128, 8), Layout(1, 16, 1)])
+    assert choice.layout == Layout(2, 256, 4)  # the same prediction as the 4-actor layouts, fewer processes
+    assert choice.ranked[0] is choice.prediction and len(choice.ranked) == 4
+    assert pick(c, [Layout(2, 512, 2), Layout(2, 256, 4)]).layout == Layout(2, 256, 4)  # then the fewest envs
 
 
 def test_update_costs_are_a_line_through_the_measured_sizes_that_one_burst_moves_little():
