@@ -293,9 +293,10 @@ def measure(config: ExperimentConfig, budget_s: float = BUDGET_S, clock=time.per
     (`make_learner`) on batches of a few sizes, within `budget_s` in all. Returns the costs and the number of
     rows per game of a multi-agent env (envs_per_actor must be a multiple of it).
 
-    The actors get the first 40 % of the budget, the learner what is left up to 75 %: no step is started that
-    its guess says would end later (a guess from the step before, four times smaller), so that a machine that
-    turns slower than guessed still leaves a quarter of the budget for one update that runs long."""
+    The actors get the first 35 % of the budget, the learner what is left up to 75 % (90 % for its second batch
+    size: a line needs two): no step is started that its guess says would end later (a guess from the step
+    before, four times smaller), so that a machine that turns slower than guessed still leaves time for one
+    update that runs long."""
     from menger.envs import make_vec_env
     from menger.learners import make_learner
     from menger.models import build_policy
@@ -317,7 +318,7 @@ def measure(config: ExperimentConfig, budget_s: float = BUDGET_S, clock=time.per
             if step_s:  # would this size fit in the actors' share: its build, a warm-up and two unrolls?
                 previous = max(step_s)
                 guess = build_s + 3 * step_s[previous] * probe_t * envs / previous
-                if clock() + guess > started + 0.4 * budget_s:
+                if clock() + guess > started + 0.35 * budget_s:
                     break
             began = clock()
             seconds, buffers = _time_actor(config, envs, spaces, probe_t, clock)
@@ -333,8 +334,8 @@ def measure(config: ExperimentConfig, budget_s: float = BUDGET_S, clock=time.per
             if index and clock() + 3 * min(s for _, s in learner_s[most]) > end:
                 break  # no time for it: the threads measured stand for every count
             torch.set_num_threads(threads)
-            share = (end - clock()) / (len(thread_counts) - index)
-            learner_s[threads] = _time_learner(learner, buffers, clock, clock() + share)
+            learner_s[threads] = _time_learner(learner, buffers, clock, end,
+                                               started + 0.9 * budget_s if index == 0 else end)
     finally:
         torch.set_num_threads(threads_before)
     costs = Costs(cores=cores, launcher=rt.launcher, coordination=config.coordination,
@@ -372,18 +373,21 @@ def _time_actor(config: ExperimentConfig, envs: int, spaces: tuple, steps: int, 
         actor.envs.close()
 
 
-def _time_learner(learner, buffers, clock, deadline: float) -> list:
+def _time_learner(learner, buffers, clock, deadline: float, second_by: float) -> list:
     """[(N, seconds)] of updates on batches of 16, 64, 256, ... env columns cut from copies of the slot, as many
-    sizes as fit before `deadline` (at least one). Each size's figure is the fastest of its timed updates after a
-    warm-up one (another job's burst on the machine counts less); the time to copy the slots out of shared
-    memory (the trainer's gather) is part of it."""
+    sizes as fit before `deadline`; a second size (a line needs two) may run on to `second_by`. The first size
+    warms the learner up with one update first; each figure is the fastest of its timed updates (two where time
+    allows: another job's burst on the machine counts less). The time to copy the slots out of shared memory
+    (the trainer's gather) is part of it."""
     steps, envs = buffers.spec.unroll_length, buffers.spec.envs_per_actor
     samples = []
     columns = 16
     while len(samples) < 6:
+        warm_up = not samples
         if samples:  # the next size costs about 4x the last: two timed updates, or one, or none if it will not fit
             guess = 5 * samples[-1][1]  # 4x the frames, and a bigger batch may cost more per frame
-            timed_runs = 2 if clock() + 3 * guess <= deadline else 1 if clock() + 2 * guess <= deadline else 0
+            by = second_by if len(samples) == 1 else deadline
+            timed_runs = 2 if clock() + 2 * guess <= deadline else 1 if clock() + guess <= by else 0
             if not timed_runs:
                 break
         else:
@@ -391,14 +395,14 @@ def _time_learner(learner, buffers, clock, deadline: float) -> list:
         frames = steps * columns
         copies = -(-columns // envs)
         timed = []
-        for run in range(timed_runs + 1):  # the first warms up, unless it took so long that it must count
+        for run in range(timed_runs + warm_up):
             began = clock()
             batch = _columns(buffers.gather([0] * copies), columns)
             learner.update(batch, frames)
             timed.append(clock() - began)
-            if run < timed_runs and clock() + timed[-1] > deadline:
+            if run < timed_runs + warm_up - 1 and clock() + timed[-1] > deadline:
                 break  # the machine is slower than guessed: what was timed stands
-        samples.append((frames, min(timed[1:] or timed)))
+        samples.append((frames, min(timed[1:] if warm_up and len(timed) > 1 else timed)))
         if clock() >= deadline:
             break
         columns *= 4

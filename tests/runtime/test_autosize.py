@@ -253,3 +253,29 @@ def test_the_adjuster_resizes_the_coordinators_batches_and_records_why(tmp_path)
     assert entry["batch_unrolls"] == [1, 2] and "the learner falls behind" in entry["reason"]
     with pytest.raises(FlowControlError, match="give 1 to 4"):
         coordinator.resize_batch(5)
+
+
+class _FakeLearner:
+    """An update costs 0.2 s + 1 ms per frame on the fake clock."""
+
+    def __init__(self, clock: _Clock):
+        self.clock = clock
+
+    def update(self, batch: dict, frames: int) -> None:
+        self.clock.now += 0.2 + 1e-3 * frames
+
+
+def test_the_learner_is_timed_at_sizes_that_fit_and_at_two_at_least_when_the_second_fits_the_hard_limit():
+    import gymnasium as gym
+
+    from menger.transport import UnrollSpec
+    from menger.transport.shm import UnrollBuffers
+
+    buffers = UnrollBuffers(UnrollSpec(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2), 4, 16), 1, shared=False)
+    clock = _Clock()
+    samples = autosize._time_learner(_FakeLearner(clock), buffers, clock, deadline=30.0, second_by=30.0)
+    assert [n for n, _ in samples] == [64, 256, 1024, 4096]  # the next (16,384 frames, about 16 s) does not fit
+    assert samples[0][1] == pytest.approx(0.2 + 0.064) and clock.now <= 30.0
+    clock = _Clock()
+    tight = autosize._time_learner(_FakeLearner(clock), buffers, clock, deadline=0.9, second_by=3.0)
+    assert [n for n, _ in tight] == [64, 256] and clock.now <= 3.0  # the second size past the soft deadline
