@@ -21,8 +21,8 @@ The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T
     threads launcher: the actors' Python shares one interpreter lock, so the actors' side counts as one core.
 
 Layouts within 3 % of the best prediction count as ties; the one with the fewest actors wins (each one more is a
-process to switch between, which the model's pool of cores does not see), then the fewest envs and the smallest
-batch, for less memory and less policy lag. A layout whose batches are more than twice the largest the learner
+process to switch between, which the model's pool of cores does not see), then the largest batch (the trainer's
+own cost per update is not in the model), then the fewest envs. A layout whose batches are more than twice the largest the learner
 was timed on is not a candidate. The objective is throughput, not sample efficiency: for PPO it favours big
 rounds, so fewer updates per frame. During an async run with `batch_unrolls: auto`, `BatchAdjuster` moves
 the batch size when the learner falls behind or waits (see its docstring). Every choice and adjustment is logged
@@ -227,9 +227,10 @@ class Choice:
 
 
 def pick(costs: Costs, layouts: list[Layout], keys: tuple = ()) -> Choice:
-    """The layout with the most predicted learned frames/s; ties (within `TIE`) go to the fewest actors (fewer
-    processes to switch between: the model counts the cores as a pool and does not see that cost), then the
-    fewest envs, then the smallest batch (less memory, less policy lag)."""
+    """The layout with the most predicted learned frames/s. Ties (within `TIE`) go to the fewest actors (fewer
+    processes to switch between: the model counts the cores as a pool and does not see that cost), then to the
+    largest batch (the trainer's own cost per update, publishing and messages, is not in the model either), then
+    to the fewest envs."""
     if not layouts:
         raise ValueError("no layout to pick from: every candidate's unroll slots exceed the memory budget, or its "
                          "batches the sizes the learner was timed on; set runtime.actors and "
@@ -237,7 +238,7 @@ def pick(costs: Costs, layouts: list[Layout], keys: tuple = ()) -> Choice:
     predictions = sorted((predict(costs, layout) for layout in layouts), key=lambda p: -p.frames_per_s)
     best = predictions[0].frames_per_s
     tied = [p for p in predictions if p.frames_per_s >= (1 - TIE) * best]
-    chosen = min(tied, key=lambda p: (p.layout.actors, p.layout.envs_per_actor, p.layout.batch_unrolls))
+    chosen = min(tied, key=lambda p: (p.layout.actors, -_batch_frames(costs, p.layout), p.layout.envs_per_actor))
     ranked = [chosen] + [p for p in predictions if p is not chosen][:4]
     return Choice(chosen.layout, chosen, ranked, _reasons(costs, chosen, predictions, keys), costs, keys)
 

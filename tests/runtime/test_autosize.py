@@ -80,12 +80,14 @@ def test_the_threads_launcher_counts_the_actors_as_one_core():
     assert predict(c, Layout(4, 16, 4)).bounds["actors"] == pytest.approx(predict(c, Layout(1, 16, 1)).bounds["actors"])
 
 
-def test_ties_go_to_the_fewest_actors_then_the_fewest_envs():
+def test_ties_go_to_the_fewest_actors_then_the_largest_batch_then_the_fewest_envs():
     c = costs(learner_s={3: line(1.0, 0.0), 1: line(1.0, 0.0)})  # 1 s whatever the batch: bigger is faster
     choice = pick(c, [Layout(2, 256, 4), Layout(4, 256, 4), Layout(4, 128, 8), Layout(1, 16, 1)])
     assert choice.layout == Layout(2, 256, 4)  # the same prediction as the 4-actor layouts, fewer processes
     assert choice.ranked[0] is choice.prediction and len(choice.ranked) == 4
-    assert pick(c, [Layout(2, 512, 2), Layout(2, 256, 4)]).layout == Layout(2, 256, 4)  # then the fewest envs
+    even = costs(actor_step_s={16: 1e-9, 256: 1e-9}, learner_s={3: line(0.0, 1e-6), 1: line(0.0, 1e-6)})
+    assert pick(even, [Layout(1, 256, 1), Layout(1, 128, 2), Layout(1, 256, 2)]).layout == Layout(1, 256, 2)
+    assert pick(even, [Layout(1, 256, 1), Layout(1, 128, 2)]).layout == Layout(1, 128, 2)  # same batch, fewer envs
 
 
 def test_update_costs_are_a_line_through_the_measured_sizes_that_one_burst_moves_little():
