@@ -261,8 +261,11 @@ def _reasons(costs: Costs, chosen: Prediction, predictions: list[Prediction], ke
                 "learning")
     else:
         pace = f"bound by the {chosen.bound}"
-    why = (f"predicted {chosen.frames_per_s:,.0f} learned frames/s, {pace}; {acting}; {learning}; "
-           f"{costs.cores} cores, {costs.launcher} launcher; next best: {others or 'none'}")
+    best = predictions[0]
+    tie = (f" (within {TIE:.0%} of the best, {best.frames_per_s:,.0f}: a tie, which goes to the fewest actors, "
+           "then the largest batch)" if best is not chosen else "")
+    why = (f"predicted {chosen.frames_per_s:,.0f} learned frames/s{tie}, {pace}; {acting}; {learning}; "
+           f"{costs.cores} cores, {costs.launcher} launcher; others: {others or 'none'}")
     values = {"runtime.actors": a, "runtime.envs_per_actor": b, "runtime.coordination.batch_unrolls":
               layout.batch_unrolls}
     return [f"{key}={values[key]}: {why}" for key in keys]
