@@ -14,7 +14,7 @@ from menger.experiment import (ExperimentConfig, load_experiment, migrate_legacy
 from menger.explain import ERROR_FILE, write_error_file
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
-from menger.runtime import MetricsWriter, Trainer, TrainResult
+from menger.runtime import MetricsWriter, Trainer, TrainResult, autosize
 from menger.runtime.rundir import RunDirectoryLock
 
 RunResult = TrainResult
@@ -51,6 +51,9 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     that fails after it started leaves its `config.yaml` and `error.txt` (what failed and every traceback,
     `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
     learners (`league.mode: league`) trains one learner per player (`menger.league_runner`)."""
+    config, choice, adjust = _resolve_auto(config, run_dir, resume)
+    if adjust:
+        observers = [*observers, autosize.BatchAdjuster()]
     if config.league.mode == "league":
         return _run_league(config, run_dir, resume=resume, progress=progress, observers=observers,
                            log_lines=log_lines)
@@ -64,6 +67,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
         raise RuntimeError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}); give a writable "
                            "--run-dir") from exc
     with RunDirectoryLock(run_dir):  # one training process per run directory (refused naming the other's pid)
+        if choice is not None:
+            autosize.write_report(run_dir, choice)
         logger = _loggers(config, run_dir, remote)
         display = TerminalProgress(config.name, target_return=config.stop.target_return,
                                    total_frames=config.stop.env_frames, enabled=progress and config.log.progress) \
@@ -80,6 +85,22 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
             logger.close()
             if display is not None:
                 display.close()
+
+
+def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
+    """`auto` runtime keys made numbers before anything starts: measured and picked for a new run
+    (`menger.runtime.autosize`), the saved layout for a resume (a resume never measures again, so it keeps its
+    layout). Returns the config, the choice (None when nothing was measured) and whether the batch size is kept
+    fitting during the run (async, batch_unrolls auto, now or when the run was started)."""
+    choice = None
+    report = autosize.read_report(run_dir) if resume else None
+    if config.auto_keys and resume:
+        config = autosize.keep_saved(config, load_run_config(run_dir))
+    elif config.auto_keys:
+        config, choice = autosize.resolve(config)
+    keys = choice.keys if choice is not None else (report or {}).get("keys", ())
+    adjust = "runtime.coordination.batch_unrolls" in keys and config.coordination == "async"
+    return config, choice, adjust
 
 
 def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progress: bool, observers,

@@ -41,8 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="where actors run (runtime.launcher): threads or processes on this machine, or Ray actors")
     train.add_argument("--address", help="ray: 'auto' or HOST:PORT of a running cluster (default: a private local "
                        "Ray instance for this run)")
-    train.add_argument("--actors", type=int, help="number of actors (runtime.actors)")
-    train.add_argument("--envs-per-actor", type=int, help="envs each actor steps as one batch (runtime.envs_per_actor)")
+    train.add_argument("--actors", type=_count_or_auto, help="number of actors, or auto (runtime.actors)")
+    train.add_argument("--envs-per-actor", type=_count_or_auto, help="envs each actor steps as one batch, or auto "
+                       "(runtime.envs_per_actor)")
     train.add_argument("--learners", type=int, help="data-parallel learners (torch.distributed)")
     train.add_argument("--seed", type=int, help="seed of everything (runtime.seed)")
     train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME)")
@@ -147,6 +148,16 @@ def _parser() -> argparse.ArgumentParser:
     for name, (_, _, help_text) in APP_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
+
+
+def _count_or_auto(text: str) -> int | str:
+    """A whole number, or `auto` (picked by a start-up measurement: menger.runtime.autosize)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number or auto") from None
 
 
 def _train_overrides(args) -> list[str]:

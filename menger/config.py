@@ -205,7 +205,11 @@ def _convert_union(value: Any, args: tuple, annotation: Any, key: str) -> Any:
             errors.append(error)
     if len(candidates) == 1:  # Optional[X]: the inner error is the most precise
         raise errors[0]
-    raise ConfigError(f"'{key}' must be {_type_name(annotation)}, got {_describe_value(value)}")
+    words = [str(arg) for candidate in candidates if typing.get_origin(candidate) is Literal
+             for arg in typing.get_args(candidate)]
+    close = difflib.get_close_matches(value, words, n=1) if isinstance(value, str) else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"'{key}' must be {_type_name(annotation)}, got {_describe_value(value)}{hint}")
 
 
 def _convert_sequence(value: Any, origin: type, args: tuple, annotation: Any, key: str) -> Any:

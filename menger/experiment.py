@@ -403,7 +403,9 @@ class CoordinationConfig:
         "impala/appo, replay for apex/r2d2/sac")
     max_policy_lag: int = field(8, min=0, doc="async: unrolls older than this many versions are dropped and counted")
     slots_per_actor: int = field(2, min=1, doc="async, replay: unroll slots in flight per actor (back-pressure bound)")
-    batch_unrolls: int = field(0, min=0, doc="async: unrolls per learner batch; 0 = one per actor")
+    batch_unrolls: Union[int, Literal["auto"]] = field(
+        0, min=0, doc="async: unrolls per learner batch; 0 = one per actor; auto: picked by a start-up measurement "
+        "of this machine and adjusted during the run (docs: README, Sizing the runtime to the machine)")
 
 
 @dataclass(frozen=True)
@@ -463,8 +465,12 @@ class RuntimeConfig:
 
     launcher: Literal["threads", "processes", "ray"] = field(
         "processes", doc="where actors run: threads or processes on this host, or Ray actors (pip install menger-rl[ray])")
-    actors: int = field(2, min=1, doc="number of actors")
-    envs_per_actor: int = field(16, min=1, doc="B: envs each actor steps as one batch")
+    actors: Union[int, Literal["auto"]] = field(
+        2, min=1, doc="number of actors; auto: the count that learns the most env frames/s on this machine, from a "
+        "start-up measurement of at most 30 s (menger.runtime.autosize), written into the run's config.yaml")
+    envs_per_actor: Union[int, Literal["auto"]] = field(
+        16, min=1, doc="B: envs each actor steps as one batch; auto: picked with runtime.actors by the start-up "
+        "measurement")
     unroll_length: int = field(32, min=1, doc="T: steps per unroll")
     seed: int = field(0, doc="seed of everything")
     ray: RayConfig = field(default_factory=RayConfig, doc="ray launcher: cluster address and actor resources")
@@ -570,6 +576,8 @@ class ExperimentConfig:
                        "{log_uniform: [lo, hi]}, {uniform: [lo, hi]}, {int_uniform: [lo, hi]}, {choice: [a, b, ...]}")
 
     def __post_init__(self):
+        if self.auto_keys:
+            self._check_auto()
         if self.tune:
             tune_spec(self)  # every tuned key and range checked before anything starts
         learners = self.runtime.learner.count
@@ -595,6 +603,42 @@ class ExperimentConfig:
                     f"runtime.learner.count={learners} leaves a learner {smallest} unroll column(s) of a "
                     f"{self.batch_columns}-column batch, fewer than the {needed} minibatch(es) it must step on; use "
                     "fewer learners, more runtime.envs_per_actor or a larger runtime.coordination.batch_unrolls")
+
+    @property
+    def auto_keys(self) -> tuple[str, ...]:
+        """The runtime keys set to `auto`, which `menger.runtime.autosize` resolves before the run starts."""
+        rt = self.runtime
+        values = {"runtime.actors": rt.actors, "runtime.envs_per_actor": rt.envs_per_actor,
+                  "runtime.coordination.batch_unrolls": rt.coordination.batch_unrolls}
+        return tuple(key for key, value in values.items() if value == "auto")
+
+    def _check_auto(self) -> None:
+        """`auto` is measured for what the start-up measurement models: one on-policy learner on this host."""
+        rt, keys = self.runtime, ", ".join(f"{key}=auto" for key in self.auto_keys)
+        fix = "; set them to numbers"
+        problems = []
+        if self.algo in OFF_POLICY or self.learner_mode == "parameter_server":
+            problems.append(f"{keys} with algo={self.algo!r}: auto-sizing models actors feeding one learner by "
+                            f"unrolls (ppo, impala, appo); {self.algo}'s replay or gradient workers are not "
+                            f"modelled{fix}")
+        if rt.coordination.batch_unrolls == "auto" and self.coordination != "async":
+            problems.append(f"runtime.coordination.batch_unrolls=auto with {self.coordination} coordination: only "
+                            "async coordination (impala, appo) batches a number of unrolls; a sync round takes one "
+                            "unroll per actor, so leave batch_unrolls at 0")
+        if rt.learner.count > 1:
+            problems.append(f"{keys} with runtime.learner.count={rt.learner.count}: auto-sizing models one learner"
+                            f"{fix}")
+        if rt.inference.mode == "central":
+            problems.append(f"{keys} with runtime.inference.mode=central: auto-sizing times inference on the "
+                            f"actors (local){fix}")
+        if self.league.mode == "league":
+            problems.append(f"{keys} with league.mode=league: the league's learners share the machine, which the "
+                            f"start-up measurement of one learner does not model{fix}")
+        if rt.launcher == "ray" and rt.ray.address is not None:
+            problems.append(f"{keys} with runtime.ray.address={rt.ray.address!r}: auto-sizing measures this host, "
+                            f"not the cluster's nodes{fix}")
+        if problems:
+            raise ConfigError(problems)
 
     def _check_normalize(self) -> None:
         if self.algo in OFF_POLICY:

@@ -1,4 +1,5 @@
-"""Smoke tests of the throughput, soak and replay benchmarks: each runs end to end with tiny durations.
+"""Smoke tests of the benchmarks (throughput, soak, replay, autosize, ...): each runs end to end with tiny
+durations.
 
 Benchmarks sit outside the package and are not imported by anything else, so without these they rot
 silently when the runtime or the config schema moves under them.
@@ -246,3 +247,24 @@ def test_the_pbt_benchmark_runs_a_population_and_its_fixed_twin_and_prints_the_c
     printed = capsys.readouterr().out
     assert all(heading in printed for heading in pbt.COLUMNS) and ">0.256k" in printed
     assert (tmp_path / "pbt-0" / "lineage.png").exists() and (tmp_path / "fixed-0" / "population.json").exists()
+
+
+def test_the_autosize_benchmark_reads_rates_between_updates():
+    autosize = _benchmark("autosize")
+    clock = autosize.UpdateClock()
+    clock.points = [(10.0, 1000), (12.0, 5000), (14.0, 9000)]
+    assert clock.rate() == 2000.0  # from the first update on: the frames before it and the start-up left out
+    clock.points = clock.points[:1]
+    assert clock.rate() is None  # the caller reads the run's whole time instead
+
+
+def test_the_autosize_benchmark_sets_auto_beside_a_grid_and_prints_the_ratio(tmp_path, capsys):
+    autosize = _benchmark("autosize")
+    rows = autosize.main(["--cases", "cartpole-impala", "--actors", "1", "--envs", "8", "--window-s", "2",
+                          "--repeats", "1", "--json", str(tmp_path / "a.json")])
+    (row,) = rows
+    assert row["best_layout"] == "1x8" and row["best_rate"] > 0 and row["auto_rate"] > 0
+    assert row["ratio"] == pytest.approx(row["auto_rate"] / row["best_rate"])
+    assert 0 < row["picking_s"] <= 30 and len(row["auto_layouts"]) == 1
+    assert json.loads((tmp_path / "a.json").read_text())[0]["auto_rate"] == row["auto_rate"]
+    assert "auto/best" in capsys.readouterr().out

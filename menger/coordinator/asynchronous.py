@@ -38,6 +38,17 @@ class AsyncCoordinator(SlotCoordinator):
                 f"{capacity} unrolls, and a pending unroll keeps its slot until it is batched; use batch_unrolls "
                 f"<= {capacity}, or more runtime.actors or slots_per_actor")
 
+    def capacity(self) -> int:
+        """The largest batch that can fill: the slots of the actors not given up."""
+        return self.given_up.count(False) * self.slots_per_actor
+
+    def resize_batch(self, batch_unrolls: int) -> None:
+        """Batches of `batch_unrolls` unrolls from the next one on (`menger.runtime.autosize.BatchAdjuster`)."""
+        if not 1 <= batch_unrolls <= self.capacity():
+            raise FlowControlError(f"a batch of {batch_unrolls} unrolls: give 1 to {self.capacity()} (the slots of "
+                                   "the actors not given up)")
+        self.batch_unrolls = batch_unrolls
+
     def actor_given_up(self, actor_id: int) -> None:
         super().actor_given_up(actor_id)
         remaining = self.given_up.count(False)
