@@ -209,7 +209,21 @@ def _convert_union(value: Any, args: tuple, annotation: Any, key: str) -> Any:
              for arg in typing.get_args(candidate)]
     close = difflib.get_close_matches(value, words, n=1) if isinstance(value, str) else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"'{key}' must be {_type_name(annotation)}, got {_describe_value(value)}{hint}")
+    raise ConfigError(f"'{key}' must be {_union_name(candidates)}, got {_describe_value(value)}{hint}")
+
+
+_PLAIN_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def _union_name(args) -> str:
+    """What a union accepts, in words: `Union[int, Literal["auto"]]` is "an integer or 'auto'"."""
+    words = []
+    for arg in args:
+        if typing.get_origin(arg) is Literal:
+            words += [repr(choice) for choice in typing.get_args(arg)]
+        else:
+            words.append(_PLAIN_NAMES.get(arg, _type_name(arg)))
+    return " or ".join(words)
 
 
 def _convert_sequence(value: Any, origin: type, args: tuple, annotation: Any, key: str) -> Any:

@@ -144,7 +144,7 @@ def test_auto_is_accepted_for_the_three_keys():
 
 @pytest.mark.parametrize("key", ["runtime.actors", "runtime.envs_per_actor", "runtime.coordination.batch_unrolls"])
 def test_another_string_is_refused_naming_the_key(key):
-    with pytest.raises(ConfigError, match=rf"'{key}' must be int \| one of 'auto', got str 'atuo'; did you mean "
+    with pytest.raises(ConfigError, match=rf"'{key}' must be an integer or 'auto', got str 'atuo'; did you mean "
                                           "'auto'"):
         load_experiment("cartpole-impala", [f"{key}=atuo"])
 
