@@ -41,6 +41,7 @@ from pathlib import Path
 
 from menger.config import ConfigError
 from menger.experiment import Tuned, load_experiment, load_experiment_data, tune_spec
+from menger.checkpoint import _fsync_directory as _fsync  # opens and syncs a file or a directory alike
 from menger.runtime import Observer
 from menger.runtime.rundir import LOCK_FILE
 from menger.runtime.stopping import TrainingFailed
@@ -530,28 +531,17 @@ def copy_run(source: Path, target: Path) -> int:
     if target.exists():
         target.rename(aside)
     temporary.rename(target)
-    _fsync_dir(target.parent)
+    _fsync(target.parent)
     shutil.rmtree(aside, ignore_errors=True)
     return int(newest.step)
 
 
 def _fsync_tree(root: Path) -> None:
+    """Every file and directory under `root` on disk (`fsync` opens a file or a directory alike)."""
     for directory, _, files in os.walk(root):
         for name in files:
-            fd = os.open(os.path.join(directory, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(directory))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            _fsync(Path(directory, name))
+        _fsync(Path(directory))
 
 
 def _write_json(path: Path, data) -> None:
