@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     tu.add_argument("--resample", type=float, default=0.25, help="--population: the chance a copied value is "
                     "drawn anew instead of multiplied by 0.8 or 1.2 (default 0.25)")
     tu.add_argument("--on", choices=["processes", "ray"], default="processes", help="--population: members as "
-                    "processes on this machine, or as Ray tasks on the cluster RAY_ADDRESS names (default processes)")
+                    "processes on this machine, or as Ray actors on the cluster RAY_ADDRESS names (default processes)")
     tu.add_argument("--member-cpus", type=float, default=1.0, help="--on ray: CPUs each member reserves")
 
     ev = sub.add_parser("eval", help="run a trained policy")

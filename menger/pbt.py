@@ -15,8 +15,9 @@ in between, not at all (`Population.recover`). Where members run is an executor'
 
     processes   (default) every member a `python -m menger.pbt --worker` process on this machine that runs its
                 segments one after another; one that dies is started again and resumes from its last checkpoint
-    ray         every segment a Ray task; a task lost with its node runs again elsewhere, from the last checkpoint
-                (the tune directory must be on storage every node sees)
+    ray         every member a Ray actor that runs its segments one after another; a member whose actor is lost
+                with its node gets a new one elsewhere, which resumes from the last checkpoint (the tune directory
+                must be on storage every node sees)
     inline      one after another in this process (tests, debugging)
 
 The tune directory: `population.json` (the state `menger tune` resumes from), `lineage.jsonl` (one record per
@@ -52,6 +53,7 @@ log = logging.getLogger("menger.pbt")
 STATE_FILE = "population.json"
 LINEAGE_FILE = "lineage.jsonl"
 PERTURB = (0.8, 1.2)
+WAIT_NOTE_S = 300.0  # a Ray segment this long without an answer is logged (it may wait for room)
 MAX_RESTARTS = 3  # a member's segment that dies this many times in a row ends the tune (its log says why)
 
 
@@ -289,9 +291,24 @@ def _die_with_parent() -> None:
         pass
 
 
+class MemberWorker:
+    """A member's long-lived Ray actor: it runs the member's segments one after another, so the imports and Ray's
+    worker start are paid once per member, not once per segment (as `ProcessMembers`' processes on one host)."""
+
+    def run(self, job: dict) -> dict:
+        return run_segment(job)
+
+    def node(self) -> str:
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+
 class RayMembers:
-    """Every segment a Ray task with `cpus` CPUs, on whichever node has room; a task lost with its node (or its
-    worker) runs again on another, resuming from the member's last checkpoint."""
+    """Every member a Ray actor (`MemberWorker`, `cpus` CPUs) on whichever node has room, alive for the whole tune.
+    A member whose actor is lost with its node or its worker gets a new actor, on a node that is alive, and the
+    segment runs again from the member's last checkpoint. Ray's own restarts stay off: a restarted actor would
+    not know which segment to resume, the tune does."""
 
     def __init__(self, cpus: float = 1.0, max_restarts: int = MAX_RESTARTS, address: str | None = None):
         try:
@@ -301,35 +318,62 @@ class RayMembers:
         if not ray.is_initialized():
             ray.init(address=address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
         self.ray, self.cpus, self.max_restarts = ray, cpus, max_restarts
-        self._remote = ray.remote(num_cpus=cpus, max_retries=0)(run_segment)
-        names = ("WorkerCrashedError", "NodeDiedError", "OwnerDiedError", "ObjectLostError", "RaySystemError",
-                 "LocalRayletDiedError")
+        # spread over the nodes: a node that goes takes as few members with it as it can
+        self._actor_class = ray.remote(num_cpus=cpus, max_restarts=0, max_task_retries=0,
+                                       scheduling_strategy="SPREAD")(MemberWorker)
+        self.actors: dict[int, object] = {}
+        names = ("ActorDiedError", "ActorUnavailableError", "WorkerCrashedError", "NodeDiedError", "OwnerDiedError",
+                 "ObjectLostError", "RaySystemError", "LocalRayletDiedError")
         self._lost = tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
+
+    def _actor(self, member: int):
+        actor = self.actors.get(member)
+        if actor is None:
+            actor = self.actors[member] = self._actor_class.remote()
+        return actor
 
     def run(self, jobs: dict[int, dict], on_restart) -> dict[int, dict]:
         ray = self.ray
         deaths = {member: 0 for member in jobs}
-        pending = {self._remote.remote(job): member for member, job in jobs.items()}
+        pending = {self._actor(member).run.remote(job): member for member, job in jobs.items()}
         results = {}
+        waited = 0.0
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_NOTE_S)
+            if not done:  # a member's actor may wait for a node with room (the cluster lost one): say so
+                waited += WAIT_NOTE_S
+                log.warning("%d member(s) still training or waiting for a node with %g free CPU(s) after %.0f s: "
+                            "%s (ray status shows the cluster's free CPUs)", len(pending), self.cpus, waited,
+                            ", ".join(str(m) for m in sorted(pending.values())))
+                continue
             member = pending.pop(done[0])
             try:
                 results[member] = ray.get(done[0])
             except self._lost as exc:
                 deaths[member] += 1
+                self._forget(member)
                 if deaths[member] > self.max_restarts:
-                    raise PopulationError(f"member {member}'s segment was lost {deaths[member]} times "
-                                          f"({type(exc).__name__}); check the cluster, then run the same "
+                    raise PopulationError(f"member {member}'s Ray actor was lost {deaths[member]} times in this "
+                                          f"segment ({type(exc).__name__}); check the cluster, then run the same "
                                           "`menger tune` command again") from exc
-                on_restart(member, f"its Ray task was lost ({type(exc).__name__})")
-                pending[self._remote.remote(jobs[member])] = member
+                on_restart(member, f"its Ray actor was lost ({type(exc).__name__}); a new one resumes it")
+                pending[self._actor(member).run.remote(jobs[member])] = member
             except ray.exceptions.RayTaskError as exc:  # the segment itself raised: not the cluster's doing
                 raise exc.as_instanceof_cause() from None
         return results
 
+    def _forget(self, member: int) -> None:
+        actor = self.actors.pop(member, None)
+        if actor is not None:
+            try:
+                self.ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone with its node
+                pass
+
     def close(self) -> None:
-        pass
+        """The members' actors end with the tune (their run directories hold everything they had)."""
+        for member in list(self.actors):
+            self._forget(member)
 
 
 EXECUTORS = ("processes", "ray", "inline")

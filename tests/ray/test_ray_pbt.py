@@ -1,5 +1,6 @@
-"""Population-based training on a simulated 2-node Ray cluster: every member's segment a Ray task; a member on a
-node that is removed resumes on the other from its last checkpoint, and the population finishes."""
+"""Population-based training on a simulated 2-node Ray cluster: every member a long-lived Ray actor; a member on a
+node that is removed gets a new actor on the other, which resumes from its last checkpoint, and the population
+finishes."""
 from __future__ import annotations
 
 import threading
@@ -32,11 +33,12 @@ def test_a_member_on_a_removed_node_resumes_elsewhere_from_its_checkpoint(cluste
                 return
             time.sleep(0.05)
 
-    # each member takes a whole node (2 CPUs), so each node trains one and the removal hits one of them
+    # members spread over the nodes, one each, so the removal hits one of them; the other node has room for its
+    # new actor
     remover = threading.Thread(target=remove_a_node_once_both_members_have_a_checkpoint, daemon=True)
     remover.start()
     result = train_population("cartpole-ppo", out, 2, [*SMALL, f"stop.env_frames={60 * BATCH}"],
-                              ready=30 * BATCH, quantile=0.5, executor=RayMembers(cpus=2))
+                              ready=30 * BATCH, quantile=0.5, executor=RayMembers(cpus=1))
     remover.join(timeout=5)
     assert removed, "no node was removed: the members finished before both had a checkpoint"
     records = read_lineage(out)
