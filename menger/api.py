@@ -54,11 +54,14 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
     if adjust:
         observers = [*observers, autosize.BatchAdjuster()]
+    elastic = _elastic(config, choice, run_dir, resume)
+    if elastic is not None:
+        observers = [*observers, elastic[1]]
     if config.league.mode == "league":
         return _run_league(config, run_dir, resume=resume, progress=progress, observers=observers,
                            log_lines=log_lines)
-    trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume,
-                      observers=observers)  # refuses coordination that can never fill a batch, before any file
+    trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume, observers=observers,
+                      active_actors=elastic[0] if elastic else None)  # refuses coordination that can never fill a batch, before any file
     trainer.preflight()  # the env and the network build, before any file
     remote = _remote_loggers(config)  # a logger's missing package (wandb), before any file
     try:
@@ -101,6 +104,22 @@ def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
     keys = choice.keys if choice is not None else (report or {}).get("keys", ())
     adjust = "runtime.coordination.batch_unrolls" in keys and config.coordination == "async"
     return config, choice, adjust
+
+
+def _elastic(config: ExperimentConfig, choice, run_dir: Path, resume: bool):
+    """An elastic run on a Ray cluster (runtime.actors auto with runtime.ray.address): (the actors to start with,
+    the `ClusterWatcher` that starts and parks actors as nodes join and leave); else None. A resume re-picks
+    with the costs its first start measured."""
+    report = choice.report() if choice is not None else autosize.read_report(run_dir) if resume else None
+    if not autosize.on_cluster(config) or not report or not report.get("pool"):
+        return None
+    sizes = [a["actors"][1] for a in report.get("adjustments", ()) if "actors" in a]
+    active = min(sizes[-1] if sizes else report["active"], config.runtime.actors)
+    units = config.runtime.coordination.batch_unrolls
+    watcher = autosize.ClusterWatcher(autosize.costs_from_report(report), actor_cpus=config.runtime.ray.actor_cpus,
+                                      batch_unrolls=None if "runtime.coordination.batch_unrolls" in report["keys"]
+                                      else units)
+    return active, watcher
 
 
 def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progress: bool, observers,

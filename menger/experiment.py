@@ -391,6 +391,8 @@ class RayConfig:
         None, doc="'auto' or HOST:PORT joins a running cluster; unset starts a private local Ray instance for the run")
     actor_cpus: float = field(1.0, min=0.0, doc="CPUs each actor requests")
     actor_gpus: float = field(0.0, min=0.0, doc="GPUs each actor requests")
+    max_actors: int = field(0, min=0, doc="runtime.actors=auto with an address (an elastic run): the most actors it "
+                            "may grow to as nodes join; 0 = twice the actors picked at the start, at least 8")
 
 
 @dataclass(frozen=True)
@@ -634,9 +636,6 @@ class ExperimentConfig:
         if self.league.mode == "league":
             problems.append(f"{keys} with league.mode=league: the league's learners share the machine, which the "
                             f"start-up measurement of one learner does not model{fix}")
-        if rt.launcher == "ray" and rt.ray.address is not None:
-            problems.append(f"{keys} with runtime.ray.address={rt.ray.address!r}: auto-sizing measures this host, "
-                            f"not the cluster's nodes{fix}")
         if problems:
             raise ConfigError(problems)
 

@@ -24,6 +24,7 @@ class AsyncCoordinator(SlotCoordinator):
                  expire: bool = False):
         super().__init__(num_actors, slots_per_actor)
         self.batch_unrolls = batch_unrolls or num_actors
+        self.per_actor = not batch_unrolls  # 0: one unroll per actor that counts (parked ones do not)
         self.max_policy_lag = max_policy_lag
         self.expire = expire
         self._expired: list[UnrollMeta] = []
@@ -54,6 +55,15 @@ class AsyncCoordinator(SlotCoordinator):
         remaining = self.given_up.count(False)
         if remaining:  # none left: the supervisor's no-actor deadline ends the run with its own error
             self._check_capacity(remaining, f"actor {actor_id} was given up, so ")
+
+    def _on_active_changed(self) -> None:
+        """Parking moved the capacity: a batch of one unroll per actor follows the actors that count; a fixed
+        size that no longer fits shrinks to the capacity (it would never fill)."""
+        counted = self.given_up.count(False)
+        if self.per_actor:
+            self.batch_unrolls = max(1, counted)
+        elif counted:
+            self.batch_unrolls = min(self.batch_unrolls, self.capacity())
 
     def _on_started(self, actor_id: int, first: bool) -> None:
         while self.free[actor_id]:

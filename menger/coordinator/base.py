@@ -74,6 +74,20 @@ class SlotCoordinator(ABC):
         self.actor_lost(actor_id)
         self.given_up[actor_id] = True
 
+    def actor_parked(self, actor_id: int) -> None:
+        """The actor was stopped by choice (an elastic run): like given up, until `actor_unparked`."""
+        self.actor_lost(actor_id)
+        self.given_up[actor_id] = True
+        self._on_active_changed()
+
+    def actor_unparked(self, actor_id: int) -> None:
+        """A parked actor counts again (its next incarnation's `actor_started` grants its slots)."""
+        self.given_up[actor_id] = False
+        self._on_active_changed()
+
+    def _on_active_changed(self) -> None:
+        """The actors that count for batches changed (parked or unparked)."""
+
     def _reclaim(self, actor_id: int) -> None:
         pending = {slot for slot, _ in self.pending}
         self.free[actor_id] = [slot for slot in self.slots_of(actor_id) if slot not in pending]

@@ -30,6 +30,10 @@ class SyncCoordinator(SlotCoordinator):
         super().actor_given_up(actor_id)
         self.owes[actor_id] = False
 
+    def actor_parked(self, actor_id: int) -> None:
+        super().actor_parked(actor_id)
+        self.owes[actor_id] = False  # the round goes on without it; unparked, it joins the next one
+
     def batch_ready(self) -> bool:
         return bool(self.pending) and not any(owes and not gone for owes, gone in zip(self.owes, self.given_up))
 

@@ -66,6 +66,19 @@ def _without_ray_auth_warning():
         ray_auth_log.removeFilter(drop)
 
 
+_joined_for_sizing = False  # `cluster_cpus` joined the cluster before the launcher: the launcher owns the session
+
+
+def cluster_cpus(address: str) -> float:
+    """The CPUs of the cluster at `address` now (the live nodes'), joining it if this process has not yet
+    (the auto-sizing of an elastic run reads them before the launcher starts)."""
+    global _joined_for_sizing
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=True)
+        _joined_for_sizing = True
+    return float(ray.cluster_resources().get("CPU", 0.0))
+
+
 class RayLauncher:
     name = "ray"
     local_actors = 0  # Ray actors may live on other nodes, and take CPUs Ray accounts for: not the learner's
@@ -79,7 +92,10 @@ class RayLauncher:
 
     def connect(self, address: str | None) -> None:
         """Join `address`, or start a private local instance; reuse a session that is already up."""
+        global _joined_for_sizing
         if ray.is_initialized():
+            if _joined_for_sizing:  # joined for this run's auto-sizing: the run's session, ended with it
+                self.owns_session, _joined_for_sizing = True, False
             return
         if address:
             ray.init(address=address, include_dashboard=False, log_to_driver=True)
@@ -119,6 +135,10 @@ class RayLauncher:
         if remote is None:
             remote = self._remote_classes[target] = ray.remote(target)
         return remote.options(**self.actor_options).remote(**kwargs)
+
+    def cluster_cpus(self) -> float:
+        """The CPUs of the cluster's live nodes now (an elastic run's `ClusterWatcher` reads them)."""
+        return float(ray.cluster_resources().get("CPU", 0.0))
 
     def shutdown(self) -> None:
         if self.owns_session and ray.is_initialized():

@@ -8,9 +8,10 @@
 The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T steps, on C cores:
 
     u(B)     seconds of one core for an actor's unroll of T x B frames (measured at a few B, linear between them)
-    L(N, k)  seconds of one learner update on N frames with k torch threads: a + b N fitted to updates measured
-             at 16, 64, 256, ... env columns as far as the time allows; at the most threads a candidate gives the
-             learner and, if time is left, at one; linear in k between)
+    L(N, k)  seconds of one learner update on N frames with k torch threads: linear between updates measured
+             at 16, 64, 256, ... env columns as far as the time allows (not one line: past the caches a frame costs
+             more); at the most threads a candidate gives the learner and, if time is left, at one; linear in k
+             between)
     k        runtime.learner.threads, else what the trainer sets: max(1, C - A) (Ray: C)
     sync (ppo): a round is every actor's unroll, side by side on min(A, C) cores, then one update on A B T frames:
              frames/s = A B T / (u(B) max(1, A / C) + L(A B T, k))
@@ -20,9 +21,10 @@ The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T
              cores    C / (u(B) / (B T) + L(U B T, 1) / (U B T))     each frame costs its acting and learning CPU
     threads launcher: the actors' Python shares one interpreter lock, so the actors' side counts as one core.
 
-Layouts within 3 % of the best prediction count as ties; the one with the fewest actors wins (each one more is a
-process to switch between, which the model's pool of cores does not see), then the largest batch (the trainer's
-own cost per update is not in the model), then the fewest envs. A layout whose batches are more than twice the largest the learner
+Layouts within 5 % of the best prediction count as ties; the one with the fewest actors wins (each one more is a
+process to switch between, which the model's pool of cores does not see), then the smallest batch (the model's
+error grows with the batch: its cost is measured at sizes four times apart, and a smaller batch is more updates
+per frame and less policy lag), then the fewest envs. A layout whose batches are more than twice the largest the learner
 was timed on is not a candidate. The objective is throughput, not sample efficiency: for PPO it favours big
 rounds, so fewer updates per frame. During an async run with `batch_unrolls: auto`, `BatchAdjuster` moves
 the batch size when the learner falls behind or waits (see its docstring). Every choice and adjustment is logged
@@ -51,7 +53,9 @@ BUDGET_S = 30.0            # the issue's bound on the start-up measurement
 ENVS = (8, 16, 32, 64, 128, 256, 384, 512, 768, 1024)  # envs_per_actor candidates
 PROBE_ENVS = (16, 64, 256, 1024)  # where an actor's unroll is timed (as many as the budget allows)
 PROBE_STEPS = 16           # steps of a timed unroll: its cost is per step, so a short one tells it
-TIE = 0.03                 # predictions this close to the best are ties
+MAX_CLUSTER_ACTORS = 256   # the most actors a Ray cluster's layout may have
+MIN_POOL = 8               # an elastic run allocates at least this many actors (twice the picked, by default)
+TIE = 0.05                 # predictions this close to the best are ties
 MEMORY_SHARE = 0.25        # of the host's memory, the most the unroll slots of a layout may take
 
 
@@ -71,6 +75,8 @@ class Costs:
     bytes_per_env: int = 0              # shared memory of one env's share of an unroll slot
     memory_bytes: int = 0               # the most a layout's slots may take (0: no limit)
     measured_s: float = 0.0
+    actor_cores: int = 0                # a Ray cluster: the actors that fit on its CPUs at once (0: `cores`, shared
+                                        # with the learner on this host)
 
     def unroll_s(self, envs: int) -> float:
         """u(B): one core's seconds for an unroll of T steps of B envs, linear between the measured B."""
@@ -94,12 +100,12 @@ class Costs:
         return self.cores if self.launcher == "ray" else max(1, self.cores - actors)
 
     def update_s(self, frames: int, threads: int) -> float:
-        """L(N, k): seconds of one update on `frames` frames with `threads` torch threads: the straight line
-        a + b N through the sizes measured at the nearest thread counts, linear in k between them."""
+        """L(N, k): seconds of one update on `frames` frames with `threads` torch threads, through the sizes measured
+        at the nearest thread counts (`_through`), linear in k between them."""
         known = sorted(self.learner_s)
         low = max([k for k in known if k <= threads] or known[:1])
         high = min([k for k in known if k >= threads] or known[-1:])
-        at = {k: _line(self.learner_s[k])[0] + _line(self.learner_s[k])[1] * frames for k in (low, high)}
+        at = {k: _through(self.learner_s[k], frames) for k in (low, high)}
         if low == high:
             return at[low]
         return at[low] + (at[high] - at[low]) * (threads - low) / (high - low)
@@ -110,17 +116,26 @@ class Costs:
         return max(n for samples in self.learner_s.values() for n, _ in samples)
 
 
-def _line(samples: list) -> tuple[float, float]:
-    """(a, b) of seconds = a + b N through the (N, seconds) samples, least relative error: a machine's burst during
-    one sample moves the line less than it would move a curve through every point. One sample: all per frame."""
-    sizes = np.array([n for n, _ in samples], float)
-    seconds = np.array([s for _, s in samples], float)
-    if len(samples) == 1:
-        return 0.0, float(seconds[0] / sizes[0])
-    slope, intercept = np.polyfit(sizes, seconds, 1, w=1.0 / seconds)
-    if slope <= 0:  # no growth with size measured: a fixed cost, the largest measured
-        return float(seconds.max()), 0.0
-    return max(float(intercept), 0.0), float(slope)
+def _through(samples: list, frames: int) -> float:
+    """Seconds of an update on `frames` frames, linear between the (N, seconds) samples measured. Not one straight
+    line through all of them: an update's cost per frame falls with the batch while its fixed part is shared out,
+    then rises again once the batch outgrows the caches (CartPole's learner on this 2-core machine: 3.2 µs a frame
+    at 4k frames, 2.5 at 16k, 2.9 at 65k, 5.4 at 262k), and a line would send big batches to where they are slow.
+    Each sample is already the fastest of its timed updates, so one burst of other work moves it little. Below the
+    smallest sample: its cost, less the share its frames make (never below the line through the first two); past
+    the largest: its last segment's cost per frame, never less than its own. One sample: all per frame."""
+    points = sorted(samples)
+    sizes = np.array([n for n, _ in points], float)
+    seconds = np.array([s for _, s in points], float)
+    if len(points) == 1:
+        return float(seconds[0] * frames / sizes[0])
+    if frames < sizes[0]:
+        return float(max(seconds[0] * frames / sizes[0],
+                         seconds[0] + (seconds[1] - seconds[0]) * (frames - sizes[0]) / (sizes[1] - sizes[0])))
+    if frames > sizes[-1]:
+        slope = max((seconds[-1] - seconds[-2]) / (sizes[-1] - sizes[-2]), seconds[-1] / sizes[-1])
+        return float(seconds[-1] + slope * (frames - sizes[-1]))
+    return float(np.interp(frames, sizes, seconds))
 
 
 @dataclass(frozen=True)
@@ -141,7 +156,7 @@ class Prediction:
 def predict(costs: Costs, layout: Layout) -> Prediction:
     """Learned env frames/s of `layout` on the measured machine (the model in the module's docstring)."""
     a, b, t = layout.actors, layout.envs_per_actor, costs.unroll_length
-    actor_cores = 1 if costs.launcher == "threads" else costs.cores
+    actor_cores = 1 if costs.launcher == "threads" else costs.actor_cores or costs.cores
     unroll = costs.unroll_s(b)
     threads = costs.threads(a)
     if costs.coordination == "sync":
@@ -152,8 +167,9 @@ def predict(costs: Costs, layout: Layout) -> Prediction:
         return Prediction(layout, rate, "round", {"acting_s": acting, "learning_s": learning, "round": rate})
     frames = _batch_frames(costs, layout)
     bounds = {"actors": min(a, actor_cores) * b * t / unroll,
-              "learner": frames / costs.update_s(frames, threads),
-              "cores": costs.cores / (unroll / (b * t) + costs.update_s(frames, 1) / frames)}
+              "learner": frames / costs.update_s(frames, threads)}
+    if not costs.actor_cores:  # actors and learner share this host's cores
+        bounds["cores"] = costs.cores / (unroll / (b * t) + costs.update_s(frames, 1) / frames)
     bound = min(bounds, key=bounds.get)
     return Prediction(layout, bounds[bound], bound, bounds)
 
@@ -200,15 +216,16 @@ class Choice:
     reasons: list
     costs: Costs
     keys: tuple = ()          # the keys that were auto
+    pool: int = 0             # an elastic run (Ray cluster): the actors allocated, of which `layout.actors` start
 
     def apply(self, config: ExperimentConfig) -> ExperimentConfig:
-        """`config` with the auto keys replaced by the layout's integers."""
+        """`config` with the auto keys replaced by the layout's integers (an elastic run's actors: its pool)."""
         rt = config.runtime
         coordination = rt.coordination
         if "runtime.coordination.batch_unrolls" in self.keys:
             coordination = dataclasses.replace(coordination, batch_unrolls=self.layout.batch_unrolls)
-        runtime = dataclasses.replace(rt, actors=self.layout.actors, envs_per_actor=self.layout.envs_per_actor,
-                                      coordination=coordination)
+        runtime = dataclasses.replace(rt, actors=self.pool or self.layout.actors,
+                                      envs_per_actor=self.layout.envs_per_actor, coordination=coordination)
         return dataclasses.replace(config, runtime=runtime)
 
     def report(self) -> dict:
@@ -218,19 +235,21 @@ class Choice:
                 "predicted_frames_per_s": self.prediction.frames_per_s, "bound": self.prediction.bound,
                 "measured_s": costs.measured_s, "cores": costs.cores, "launcher": costs.launcher,
                 "coordination": costs.coordination, "unroll_length": costs.unroll_length,
+                "slots_per_actor": costs.slots_per_actor,
                 "actor_step_s": {str(b): s for b, s in costs.actor_step_s.items()},
                 "learner_update_s": {str(k): [[n, seconds] for n, seconds in samples]
                                      for k, samples in costs.learner_s.items()},
                 "ranked": [{**dataclasses.asdict(p.layout), "frames_per_s": p.frames_per_s, "bound": p.bound}
                            for p in self.ranked],
+                "actor_cores": costs.actor_cores, "pool": self.pool, "active": self.layout.actors,
                 "reasons": list(self.reasons), "adjustments": []}
 
 
 def pick(costs: Costs, layouts: list[Layout], keys: tuple = ()) -> Choice:
     """The layout with the most predicted learned frames/s. Ties (within `TIE`) go to the fewest actors (fewer
     processes to switch between: the model counts the cores as a pool and does not see that cost), then to the
-    largest batch (the trainer's own cost per update, publishing and messages, is not in the model either), then
-    to the fewest envs."""
+    smallest batch (the model knows the learner's cost only at sizes four times apart, and a batch between them may
+    already have outgrown a cache; a smaller one is also less policy lag), then to the fewest envs."""
     if not layouts:
         raise ValueError("no layout to pick from: every candidate's unroll slots exceed the memory budget, or its "
                          "batches the sizes the learner was timed on; set runtime.actors and "
@@ -238,7 +257,7 @@ def pick(costs: Costs, layouts: list[Layout], keys: tuple = ()) -> Choice:
     predictions = sorted((predict(costs, layout) for layout in layouts), key=lambda p: -p.frames_per_s)
     best = predictions[0].frames_per_s
     tied = [p for p in predictions if p.frames_per_s >= (1 - TIE) * best]
-    chosen = min(tied, key=lambda p: (p.layout.actors, -_batch_frames(costs, p.layout), p.layout.envs_per_actor))
+    chosen = min(tied, key=lambda p: (p.layout.actors, _batch_frames(costs, p.layout), p.layout.envs_per_actor))
     ranked = [chosen] + [p for p in predictions if p is not chosen][:4]
     return Choice(chosen.layout, chosen, ranked, _reasons(costs, chosen, predictions, keys), costs, keys)
 
@@ -263,7 +282,7 @@ def _reasons(costs: Costs, chosen: Prediction, predictions: list[Prediction], ke
         pace = f"bound by the {chosen.bound}"
     best = predictions[0]
     tie = (f" (within {TIE:.0%} of the best, {best.frames_per_s:,.0f}: a tie, which goes to the fewest actors, "
-           "then the largest batch)" if best is not chosen else "")
+           "then the smallest batch)" if best is not chosen else "")
     why = (f"predicted {chosen.frames_per_s:,.0f} learned frames/s{tie}, {pace}; {acting}; {learning}; "
            f"{costs.cores} cores, {costs.launcher} launcher; others: {others or 'none'}")
     values = {"runtime.actors": a, "runtime.envs_per_actor": b, "runtime.coordination.batch_unrolls":
@@ -437,15 +456,41 @@ def resolve(config: ExperimentConfig, budget_s: float = BUDGET_S) -> tuple[Exper
     rt = config.runtime
     log.info("auto-sizing %s: measuring this machine (at most %.0f s)", ", ".join(keys), budget_s)
     costs, rows = measure(config, budget_s)
+    max_actors = pool = None
+    if on_cluster(config):  # actors on the cluster's nodes: as many at once as its CPUs hold
+        from menger.launch.ray import cluster_cpus
+
+        cpus = cluster_cpus(rt.ray.address)
+        costs = dataclasses.replace(costs, actor_cores=actor_slots(cpus, rt.ray.actor_cpus))
+        max_actors = min(costs.actor_cores, MAX_CLUSTER_ACTORS)
+        log.info("auto-sizing: the Ray cluster has %g CPUs: %d actors of %g CPU(s) fit at once", cpus,
+                 costs.actor_cores, rt.ray.actor_cpus)
     fixed = {name: None if getattr(rt, name) == "auto" else getattr(rt, name) for name in ("actors", "envs_per_actor")}
     units = rt.coordination.batch_unrolls
-    layouts = candidates(costs, envs=ENVS, actors=fixed["actors"], envs_per_actor=fixed["envs_per_actor"],
-                         batch_unrolls=None if units == "auto" else units, rows_per_game=rows)
+    layouts = candidates(costs, max_actors=max_actors, envs=ENVS, actors=fixed["actors"],
+                         envs_per_actor=fixed["envs_per_actor"], batch_unrolls=None if units == "auto" else units,
+                         rows_per_game=rows)
     choice = pick(costs, layouts, keys)
+    if max_actors is not None and rt.actors == "auto":  # elastic: room for the actors of a cluster that grows
+        pool = rt.ray.max_actors or max(2 * choice.layout.actors, MIN_POOL)
+        pool = max(pool, choice.layout.actors)
+        choice = dataclasses.replace(choice, pool=pool)
+        log.info("auto-sizing: runtime.actors=%d actors allocated, %d started; more start as nodes join and some "
+                 "are parked as nodes leave (runtime.ray.max_actors)", pool, choice.layout.actors)
     for line in choice.reasons:
         log.info("auto-sizing: %s", line)
     log.info("auto-sizing: measured in %.1f s", costs.measured_s)
     return choice.apply(config), choice
+
+
+def on_cluster(config: ExperimentConfig) -> bool:
+    """Actors on a Ray cluster's nodes (`runtime.ray.address`), whose CPUs may come and go."""
+    return config.runtime.launcher == "ray" and config.runtime.ray.address is not None
+
+
+def actor_slots(cpus: float, actor_cpus: float) -> int:
+    """How many actors of `actor_cpus` CPUs fit on `cpus` at once (actors asking for no CPU: one per CPU)."""
+    return max(1, int(cpus // actor_cpus) if actor_cpus > 0 else int(cpus))
 
 
 def keep_saved(config: ExperimentConfig, saved: ExperimentConfig) -> ExperimentConfig:
@@ -554,3 +599,76 @@ def _append_adjustment(run_dir: Path, entry: dict) -> None:
         return
     report.setdefault("adjustments", []).append(entry)
     path.write_text(json.dumps(report, indent=2))
+
+
+# ----- an elastic run on a Ray cluster ------------------------------------------------------------------------
+def costs_from_report(report: dict) -> Costs:
+    """The `Costs` a run's autosize.json recorded (a resumed elastic run re-picks with them, without measuring)."""
+    return Costs(cores=report["cores"], launcher=report["launcher"], coordination=report["coordination"],
+                 unroll_length=report["unroll_length"], slots_per_actor=report.get("slots_per_actor", 1),
+                 actor_step_s={int(b): s for b, s in report["actor_step_s"].items()},
+                 learner_s={int(k): [tuple(x) for x in v] for k, v in report["learner_update_s"].items()},
+                 measured_s=report.get("measured_s", 0.0), actor_cores=report.get("actor_cores", 0))
+
+
+def actors_for(costs: Costs, slots: int, pool: int, envs_per_actor: int, batch_unrolls: int | None) -> Prediction:
+    """The best actor count (at most `pool`, at most the `slots` actors the cluster's CPUs hold) for the run's envs
+    per actor and batch size, by the start-up model with the cluster's new size."""
+    costs = dataclasses.replace(costs, actor_cores=slots)
+    layouts = candidates(costs, max_actors=max(1, min(pool, slots)), envs_per_actor=envs_per_actor,
+                         batch_unrolls=batch_unrolls)
+    return pick(costs, layouts).prediction
+
+
+class ClusterWatcher(Observer):
+    """Nodes joining or leaving an elastic run's Ray cluster (`runtime.actors: auto` with `runtime.ray.address`).
+
+    At every metrics record (`log.interval_s`, while waiting too) the cluster's CPUs are read. When they changed,
+    the actor count is picked again (`actors_for`: the start-up model, its measured costs, the actors that now
+    fit), and actors are started (nodes joined) or parked (nodes left: the highest ids first, so the ones whose node
+    went and that wait to restart go first when they are the newest) with `ActorSupervisor.set_active`. Each
+    change is logged with the figures behind it and appended to RUN_DIR/autosize.json.
+
+    `cpus`: a callable giving the cluster's CPUs now (default: the launcher's `cluster_cpus`)."""
+
+    def __init__(self, costs: Costs, *, actor_cpus: float, batch_unrolls: int | None, cpus=None):
+        self.costs, self.actor_cpus, self.batch_unrolls, self._cpus = costs, actor_cpus, batch_unrolls, cpus
+        self.adjustments: list[dict] = []
+
+    def on_start(self, trainer) -> None:
+        self.cpus = self._read(trainer)
+        self._fit(trainer, self.cpus, "the run starts")
+
+    def on_metrics(self, trainer, metrics: dict) -> None:
+        cpus = self._read(trainer)
+        if cpus is None or cpus == self.cpus:
+            return
+        why = (f"nodes joined: the cluster's CPUs went from {self.cpus:g} to {cpus:g}" if cpus > (self.cpus or 0)
+               else f"nodes left: the cluster's CPUs went from {self.cpus:g} to {cpus:g}")
+        self.cpus = cpus
+        self._fit(trainer, cpus, why)
+
+    def _read(self, trainer) -> float | None:
+        read = self._cpus or getattr(trainer.launcher, "cluster_cpus", None)
+        try:
+            return float(read()) if read is not None else None
+        except Exception as exc:  # noqa: BLE001 - the cluster's state service is briefly away: try again later
+            log.warning("auto-sizing: could not read the Ray cluster's CPUs (%s); the actors stay as they are", exc)
+            return None
+
+    def _fit(self, trainer, cpus: float | None, why: str) -> None:
+        if cpus is None:
+            return
+        supervisor, rt = trainer.supervisor, trainer.cfg.runtime
+        slots = actor_slots(cpus, self.actor_cpus)
+        best = actors_for(self.costs, slots, len(supervisor.actors), rt.envs_per_actor, self.batch_unrolls)
+        old, new = supervisor.active, best.layout.actors
+        if new == old:
+            return
+        supervisor.set_active(new)
+        reason = (f"{why}; {slots} actors of {self.actor_cpus:g} CPU(s) fit, and {new} of {rt.envs_per_actor} envs "
+                  f"are predicted to learn {best.frames_per_s:,.0f} frames/s (bound by the {best.bound})")
+        log.info("auto-sizing: actors %d -> %d: %s", old, new, reason)
+        entry = {"wall_s": trainer.elapsed(), "actors": [old, new], "cluster_cpus": cpus, "reason": reason}
+        self.adjustments.append(entry)
+        _append_adjustment(trainer.run_dir, entry)

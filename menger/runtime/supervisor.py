@@ -12,6 +12,12 @@ Loop (`Trainer.run` calls `tick` every turn)::
     without a delivered unroll in between) give the actor up: fleet.give_up(actor).
     no actor alive for no_actor_deadline_s -> NoActorsError, naming the actors' last errors
 
+Parking (an elastic run on Ray, `menger.runtime.autosize.ClusterWatcher`): `set_active(n)` keeps actors 0..n-1
+running and parks the rest. A parked actor is stopped (its partial unroll is dropped like a lost one's), is not
+restarted and does not count for batches or the deadline (fleet.park); unparking starts it again as a new
+incarnation (fleet.unpark, then the next tick starts it). Parking is the run's choice, not a failure: it moves
+no restart counter and no back-off.
+
 The supervisor knows actors only through its `Fleet` (the trainer wires it to the transport and the
 coordinator) and reads time only through `clock`, so it is tested with fakes of both.
 """
@@ -53,6 +59,12 @@ class Fleet(Protocol):
     def give_up(self, actor_id: int) -> None:
         """No more incarnations of this actor will be started."""
 
+    def park(self, actor_id: int) -> None:
+        """The actor is stopped by choice (elastic runs): it no longer counts for batches."""
+
+    def unpark(self, actor_id: int) -> None:
+        """A parked actor counts again; its next incarnation is started by the next tick."""
+
 
 @dataclass
 class ActorRecord:
@@ -64,28 +76,63 @@ class ActorRecord:
     failures_in_a_row: int = 0    # losses since the last unroll this actor delivered: drives back-off and the cap
     restart_at: float | None = None
     given_up: bool = False
+    parked: bool = False          # stopped by choice (`set_active`): not restarted, not counted
     last_error: str = ""
     last_traceback: str = ""      # what the actor sent with its last error (its own process's traceback)
 
 
 class ActorSupervisor:
-    def __init__(self, config, num_actors: int, fleet: Fleet, clock: Callable[[], float] = time.monotonic):
-        """`config`: a `SupervisionConfig` (heartbeat_timeout_s, no_actor_deadline_s, max_restarts)."""
+    def __init__(self, config, num_actors: int, fleet: Fleet, clock: Callable[[], float] = time.monotonic,
+                 active: int | None = None):
+        """`config`: a `SupervisionConfig` (heartbeat_timeout_s, no_actor_deadline_s, max_restarts); `active`:
+        how many of the `num_actors` to run from the start (the others are parked; default all)."""
         self.config, self.fleet, self.clock = config, fleet, clock
         self.actors = [ActorRecord(i) for i in range(num_actors)]
+        active = num_actors if active is None else active
+        if not 1 <= active <= num_actors:
+            raise ValueError(f"active actors: give 1 to {num_actors}, not {active}")
+        for record in self.actors[active:]:
+            record.parked = True
         self._last_alive = clock()
 
     # ----- the loop -------------------------------------------------------------------------------------
     def start_all(self) -> None:
         for record in self.actors:
-            self._start(record)
+            if record.parked:
+                self.fleet.park(record.actor_id)
+            else:
+                self._start(record)
         self._last_alive = self.clock()
+
+    def set_active(self, count: int) -> list[int]:
+        """Run actors 0..count-1 and park the rest (1 <= count <= the actors there are); returns the ids that
+        changed. An actor given up stays given up."""
+        if not 1 <= count <= len(self.actors):
+            raise ValueError(f"active actors: give 1 to {len(self.actors)}, not {count}")
+        changed = []
+        for record in self.actors:
+            park = record.actor_id >= count
+            if park == record.parked or record.given_up:
+                continue
+            changed.append(record.actor_id)
+            if park:
+                self._park(record)
+            else:
+                record.parked, record.failures_in_a_row = False, 0
+                record.restart_at = self.clock()  # the next tick starts it
+                self.fleet.unpark(record.actor_id)
+        return changed
+
+    @property
+    def active(self) -> int:
+        """Actors that are not parked (running, restarting or given up)."""
+        return sum(1 for r in self.actors if not r.parked)
 
     def tick(self) -> None:
         """One supervision pass: restart what is due, lose the dead and the stalled, enforce the deadline."""
         alive = 0
         for record in self.actors:
-            if record.given_up:
+            if record.given_up or record.parked:
                 continue
             if record.handle is None:
                 if record.restart_at is not None and self.clock() >= record.restart_at:
@@ -134,9 +181,28 @@ class ActorSupervisor:
         return {"actor/restarts": sum(r.restarts for r in self.actors),
                 "actor/lost": sum(r.lost for r in self.actors),
                 "actor/given_up": sum(r.given_up for r in self.actors),
-                "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive())}
+                "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive()),
+                **({"actor/parked": sum(r.parked for r in self.actors)} if self._elastic else {})}
 
     # ----- internals ------------------------------------------------------------------------------------
+    @property
+    def _elastic(self) -> bool:
+        return any(r.parked for r in self.actors) or self._ever_parked
+
+    _ever_parked = False
+
+    def _park(self, record: ActorRecord) -> None:
+        """Stop the actor by choice: what it sent is collected, its partial unroll dropped; no restart."""
+        self._ever_parked = True
+        if record.handle is not None:
+            record.handle.kill()
+            record.handle.join(0.5)
+            self.fleet.retire(record.actor_id)
+            record.handle = None
+            record.incarnation += 1  # whatever the stopped one still sends is stale
+        record.parked, record.restart_at = True, None
+        self.fleet.park(record.actor_id)
+
     def _start(self, record: ActorRecord) -> None:
         record.restart_at = None
         record.handle = self.fleet.start(record.actor_id, record.incarnation)

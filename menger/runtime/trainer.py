@@ -60,15 +60,17 @@ class TrainResult:
 
 class Trainer:
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, *, launcher: Launcher, observers=(),
-                 resume: bool = False, league: tuple | None = None):
+                 resume: bool = False, league: tuple | None = None, active_actors: int | None = None):
         """Checks the coordination arithmetic (a config that can never fill a batch is refused here, before
         anything starts); `run()` does the rest. `league`: (LeagueHub, player) when this learner is one of a
-        league's several (`menger.runtime.league`); a self-play run (`league.mode: selfplay`) makes its own."""
+        league's several (`menger.runtime.league`); a self-play run (`league.mode: selfplay`) makes its own.
+        `active_actors`: an elastic run starts this many of its `runtime.actors` and parks the rest
+        (`ActorSupervisor.set_active`)."""
         self.cfg, self.run_dir, self.launcher, self.resume = config, Path(run_dir), launcher, resume
         self.observers = list(observers)
         rt = config.runtime
         self.coordinator = make_coordinator(config)
-        self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self))
+        self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self), active=active_actors)
         # off-policy actors explore, so their target is the greedy evaluation's; on-policy ones act as the policy
         # does, so an evaluation switched on for them is watched but does not move when the run stops
         self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0 and config.algo in OFF_POLICY)
@@ -622,3 +624,9 @@ class _Fleet:
 
     def give_up(self, actor_id: int) -> None:
         self.trainer.coordinator.actor_given_up(actor_id)
+
+    def park(self, actor_id: int) -> None:
+        self.trainer.coordinator.actor_parked(actor_id)
+
+    def unpark(self, actor_id: int) -> None:
+        self.trainer.coordinator.actor_unparked(actor_id)

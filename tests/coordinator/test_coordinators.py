@@ -263,3 +263,41 @@ def test_make_coordinator_follows_the_resolved_mode():
     assert isinstance(made, AsyncCoordinator) and (made.slots_per_actor, made.batch_unrolls) == (3, 4)
     assert made.max_policy_lag == 1
     assert isinstance(make_coordinator(load_experiment("cartpole-apex")), ReplayCoordinator)
+
+
+# ----- parked actors (an elastic run) --------------------------------------------------------------------------
+def test_sync_round_goes_on_without_a_parked_actor_which_joins_the_next_round():
+    coordinator, transport = SyncCoordinator(3), FakeTransport()
+    actors = start(coordinator, transport, 3)
+    for actor in actors[:2]:
+        coordinator.accept(transport.fill(actor.actor_id), actor.tag(0))
+    assert not coordinator.batch_ready()
+    coordinator.actor_parked(2)  # it owed this round's unroll: the round no longer waits for it
+    assert coordinator.batch_ready() and coordinator.take_batch(transport.gather).data["slots"] == [0, 1]
+    coordinator.published(1)
+    assert [a for a, _ in transport.send(coordinator)] == [0, 1]  # a parked actor gets no grant
+    coordinator.actor_unparked(2)
+    coordinator.actor_started(2, 1)
+    assert [a for a, _ in transport.send(coordinator)] == []  # it joins at the next round
+    for actor in actors[:2]:
+        coordinator.accept(transport.fill(actor.actor_id), actor.tag(1))
+    coordinator.take_batch(transport.gather)
+    coordinator.published(2)
+    assert sorted(a for a, _ in transport.send(coordinator)) == [0, 1, 2]
+
+
+def test_async_batch_of_one_unroll_per_actor_follows_the_actors_that_are_not_parked():
+    coordinator = AsyncCoordinator(4, slots_per_actor=2, batch_unrolls=0, max_policy_lag=8)
+    assert coordinator.batch_unrolls == 4
+    coordinator.actor_parked(3)
+    coordinator.actor_parked(2)
+    assert coordinator.batch_unrolls == 2 and coordinator.capacity() == 4
+    coordinator.actor_unparked(2)
+    assert coordinator.batch_unrolls == 3
+
+
+def test_async_fixed_batch_shrinks_to_what_the_active_actors_can_fill_when_actors_are_parked():
+    coordinator = AsyncCoordinator(4, slots_per_actor=2, batch_unrolls=6, max_policy_lag=8)
+    coordinator.actor_parked(3)
+    coordinator.actor_parked(2)  # 2 actors x 2 slots cannot fill 6: no error, a batch of 4
+    assert coordinator.batch_unrolls == 4

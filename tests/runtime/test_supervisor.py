@@ -42,6 +42,8 @@ class FakeFleet:
         self.started: list[tuple[int, int]] = []
         self.retired: list[int] = []
         self.given_up: list[int] = []
+        self.parked: list[int] = []
+        self.unparked: list[int] = []
         self.handles: dict[int, FakeHandle] = {}
         self.silence: dict[int, float] = {}
         self.frames_lost = frames_lost
@@ -65,6 +67,12 @@ class FakeFleet:
 
     def give_up(self, actor_id: int) -> None:
         self.given_up.append(actor_id)
+
+    def park(self, actor_id: int) -> None:
+        self.parked.append(actor_id)
+
+    def unpark(self, actor_id: int) -> None:
+        self.unparked.append(actor_id)
 
 
 def make(actors: int = 2, **settings):
@@ -172,3 +180,43 @@ def test_the_final_pass_counts_deaths_since_the_last_tick_without_restarting():
     supervisor.final_pass()
     assert supervisor.metrics()["actor/lost"] == 1 and supervisor.metrics()["actor/restarts"] == 0
     assert fleet.started == [(0, 0), (1, 0)] and supervisor.handles() == [fleet.handles[1]]
+
+
+# ----- parking (elastic runs) -----------------------------------------------------------------------------------
+def test_an_elastic_run_starts_the_active_actors_and_parks_the_rest():
+    config = SupervisionConfig(heartbeat_timeout_s=5.0, no_actor_deadline_s=30.0, max_restarts=3)
+    clock, fleet = FakeClock(), FakeFleet()
+    supervisor = ActorSupervisor(config, 4, fleet, clock=clock, active=2)
+    supervisor.start_all()
+    assert fleet.started == [(0, 0), (1, 0)] and fleet.parked == [2, 3] and supervisor.active == 2
+    assert supervisor.metrics()["actor/parked"] == 2
+    with pytest.raises(ValueError, match="give 1 to 4"):
+        supervisor.set_active(5)
+
+
+def test_parking_stops_an_actor_without_a_restart_and_unparking_starts_a_new_incarnation():
+    supervisor, fleet, clock = make(actors=3)
+    handle = fleet.handles[2]
+    assert supervisor.set_active(2) == [2]
+    assert handle.killed and fleet.retired == [2] and fleet.parked == [2]
+    clock.advance(60.0)
+    supervisor.tick()  # a parked actor is neither restarted nor counted as lost
+    assert fleet.started == [(0, 0), (1, 0), (2, 0)]
+    assert supervisor.metrics() == {"actor/restarts": 0, "actor/lost": 0, "actor/given_up": 0, "actor/alive": 2,
+                                    "actor/parked": 1}
+    assert supervisor.set_active(3) == [2] and fleet.unparked == [2]
+    supervisor.tick()
+    assert fleet.started[-1] == (2, 1)  # a new incarnation: whatever the parked one still sends is stale
+    assert supervisor.metrics()["actor/parked"] == 0 and supervisor.active == 3
+
+
+def test_only_parked_actors_left_alive_still_meet_the_no_actor_deadline():
+    supervisor, fleet, clock = make(actors=2)
+    supervisor.set_active(1)
+    fleet.handles[0].die()
+    supervisor.tick()  # actor 0 lost, restarting; actor 1 parked does not count as alive
+    fleet.start = lambda actor_id, incarnation: (_ for _ in ()).throw(AssertionError("no start expected"))
+    supervisor.actors[0].restart_at = None  # it never comes back
+    clock.advance(31.0)
+    with pytest.raises(NoActorsError):
+        supervisor.tick()
