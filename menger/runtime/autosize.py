@@ -18,7 +18,8 @@ The model (`predict`) of a layout, A actors of B envs, batches of U unrolls of T
     async (impala, appo): actors and learner work at once, so the slowest of three bounds:
              actors   min(A, C) B T / u(B)
              learner  U B T / L(U B T, k)
-             cores    C / (u(B) / (B T) + L(U B T, 1) / (U B T))     each frame costs its acting and learning CPU
+             cores    C / (u(B) / (B T) + L1(U B T) / (U B T))     each frame costs its acting and learning CPU
+                      (L1: L(N, 1) where one thread was timed, else k L(N, k) at the fewest threads k timed)
     threads launcher: the actors' Python shares one interpreter lock, so the actors' side counts as one core.
 
 Layouts within 5 % of the best prediction count as ties; the one with the fewest actors wins (each one more is a
@@ -110,6 +111,13 @@ class Costs:
             return at[low]
         return at[low] + (at[high] - at[low]) * (threads - low) / (high - low)
 
+    def update_cpu_s(self, frames: int) -> float:
+        """CPU seconds of one update on `frames` frames: its time on one thread where that was measured, else k x
+        its time on the fewest threads k measured (a thread the update holds is a core the actors do not get;
+        taking the k-thread time as one core's would let the actors and the learner share cores they do not have)."""
+        fewest = min(self.learner_s)
+        return fewest * _through(self.learner_s[fewest], frames)
+
     @property
     def largest_batch(self) -> int:
         """The largest batch (frames) the learner was timed on."""
@@ -169,7 +177,7 @@ def predict(costs: Costs, layout: Layout) -> Prediction:
     bounds = {"actors": min(a, actor_cores) * b * t / unroll,
               "learner": frames / costs.update_s(frames, threads)}
     if not costs.actor_cores:  # actors and learner share this host's cores
-        bounds["cores"] = costs.cores / (unroll / (b * t) + costs.update_s(frames, 1) / frames)
+        bounds["cores"] = costs.cores / (unroll / (b * t) + costs.update_cpu_s(frames) / frames)
     bound = min(bounds, key=bounds.get)
     return Prediction(layout, bounds[bound], bound, bounds)
 

@@ -62,6 +62,15 @@ def test_async_is_paced_by_the_slowest_of_actors_learner_and_cores():
     assert one_core.bound == "cores"  # acting and learning share the one core
 
 
+def test_a_learner_timed_only_on_several_threads_costs_the_cores_all_of_them():
+    # timed on 2 threads only: 1 ms a frame of wall time is 2 ms of the cores the actors share
+    c = costs(cores=2, learner_s={2: line(0.0, 1e-3)}, learner_threads=2, actor_step_s={8: 8e-3})
+    assert c.update_cpu_s(1000) == pytest.approx(2.0)
+    shared = predict(c, Layout(1, 8, 1))  # an env step 1 ms of one core, learning 2 ms of cores: 2 / 3 ms
+    assert shared.bound == "cores" and shared.frames_per_s == pytest.approx(2 / 3e-3)
+    assert costs(learner_s={1: line(0.0, 4e-6), 3: line(0.0, 2e-6)}).update_cpu_s(1000) == pytest.approx(4e-3)
+
+
 def test_the_learner_gets_the_cores_the_actors_leave_and_threads_in_between_are_interpolated():
     c = costs(cores=8, learner_s={1: line(0.0, 8e-6), 7: line(0.0, 2e-6)})
     assert c.threads(1) == 7 and c.threads(7) == 1 and c.threads(12) == 1
