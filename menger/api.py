@@ -100,7 +100,13 @@ def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
     if config.auto_keys and resume:
         config = autosize.keep_saved(config, load_run_config(run_dir))
     elif config.auto_keys:
-        config, choice = autosize.resolve(config)
+        cpus = None
+        if autosize.on_cluster(config):  # the cluster's CPUs, read by the launcher layer (it joins the cluster)
+            from menger.launch.ray import cluster_cpus
+
+            address = config.runtime.ray.address
+            cpus = lambda: cluster_cpus(address)  # noqa: E731
+        config, choice = autosize.resolve(config, cluster_cpus=cpus)
     keys = choice.keys if choice is not None else (report or {}).get("keys", ())
     adjust = "runtime.coordination.batch_unrolls" in keys and config.coordination == "async"
     return config, choice, adjust

@@ -455,9 +455,11 @@ def _memory_bytes() -> int:
 
 
 # ----- resolving a config ------------------------------------------------------------------------------------
-def resolve(config: ExperimentConfig, budget_s: float = BUDGET_S) -> tuple[ExperimentConfig, Choice | None]:
+def resolve(config: ExperimentConfig, budget_s: float = BUDGET_S,
+            cluster_cpus=None) -> tuple[ExperimentConfig, Choice | None]:
     """`config` with its `auto` keys measured and picked (logged, each with its reason); unchanged (and None)
-    when it has none."""
+    when it has none. `cluster_cpus`: on a Ray cluster (`on_cluster`), a callable giving its CPUs now (the
+    launcher layer's `menger.launch.ray.cluster_cpus`, handed down by `menger.api`)."""
     keys = config.auto_keys
     if not keys:
         return config, None
@@ -466,9 +468,9 @@ def resolve(config: ExperimentConfig, budget_s: float = BUDGET_S) -> tuple[Exper
     costs, rows = measure(config, budget_s)
     max_actors = pool = None
     if on_cluster(config):  # actors on the cluster's nodes: as many at once as its CPUs hold
-        from menger.launch.ray import cluster_cpus
-
-        cpus = cluster_cpus(rt.ray.address)
+        if cluster_cpus is None:
+            raise ValueError("auto-sizing on a Ray cluster needs its CPUs: pass cluster_cpus")
+        cpus = cluster_cpus()
         costs = dataclasses.replace(costs, actor_cores=actor_slots(cpus, rt.ray.actor_cpus))
         max_actors = min(costs.actor_cores, MAX_CLUSTER_ACTORS)
         log.info("auto-sizing: the Ray cluster has %g CPUs: %d actors of %g CPU(s) fit at once", cpus,
