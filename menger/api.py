@@ -60,8 +60,9 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     if config.league.mode == "league":
         return _run_league(config, run_dir, resume=resume, progress=progress, observers=observers,
                            log_lines=log_lines)
+    # the Trainer refuses coordination that can never fill a batch, before any file
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume, observers=observers,
-                      active_actors=elastic[0] if elastic else None)  # refuses coordination that can never fill a batch, before any file
+                      active_actors=elastic[0] if elastic else None)
     trainer.preflight()  # the env and the network build, before any file
     remote = _remote_loggers(config)  # a logger's missing package (wandb), before any file
     try:

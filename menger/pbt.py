@@ -298,11 +298,6 @@ class MemberWorker:
     def run(self, job: dict) -> dict:
         return run_segment(job)
 
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
 
 class RayMembers:
     """Every member a Ray actor (`MemberWorker`, `cpus` CPUs) on whichever node has room, alive for the whole tune.

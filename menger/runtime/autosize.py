@@ -635,9 +635,9 @@ class ClusterWatcher(Observer):
 
     At every metrics record (`log.interval_s`, while waiting too) the cluster's CPUs are read. When they changed,
     the actor count is picked again (`actors_for`: the start-up model, its measured costs, the actors that now
-    fit), and actors are started (nodes joined) or parked (nodes left: the highest ids first, so the ones whose node
-    went and that wait to restart go first when they are the newest) with `ActorSupervisor.set_active`. Each
-    change is logged with the figures behind it and appended to RUN_DIR/autosize.json.
+    fit), and actors are started (nodes joined) or parked (nodes left; the highest ids go first) with
+    `ActorSupervisor.set_active`. Each change is logged with the figures behind it and appended to
+    RUN_DIR/autosize.json.
 
     `cpus`: a callable giving the cluster's CPUs now (default: the launcher's `cluster_cpus`)."""
 
