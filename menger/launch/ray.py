@@ -138,7 +138,7 @@ class RayLauncher:
 
     def cluster_cpus(self) -> float:
         """The CPUs of the cluster's live nodes now (an elastic run's `ClusterWatcher` reads them)."""
-        return float(ray.cluster_resources().get("CPU", 0.0))
+        return cluster_cpus(self.runtime.ray.address)
 
     def shutdown(self) -> None:
         if self.owns_session and ray.is_initialized():

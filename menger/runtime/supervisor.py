@@ -93,6 +93,7 @@ class ActorSupervisor:
             raise ValueError(f"active actors: give 1 to {num_actors}, not {active}")
         for record in self.actors[active:]:
             record.parked = True
+        self.elastic = active < num_actors  # actors are parked now or have been: metrics count them
         self._last_alive = clock()
 
     # ----- the loop -------------------------------------------------------------------------------------
@@ -182,18 +183,12 @@ class ActorSupervisor:
                 "actor/lost": sum(r.lost for r in self.actors),
                 "actor/given_up": sum(r.given_up for r in self.actors),
                 "actor/alive": sum(1 for r in self.actors if r.handle is not None and r.handle.is_alive()),
-                **({"actor/parked": sum(r.parked for r in self.actors)} if self._elastic else {})}
+                **({"actor/parked": sum(r.parked for r in self.actors)} if self.elastic else {})}
 
     # ----- internals ------------------------------------------------------------------------------------
-    @property
-    def _elastic(self) -> bool:
-        return any(r.parked for r in self.actors) or self._ever_parked
-
-    _ever_parked = False
-
     def _park(self, record: ActorRecord) -> None:
         """Stop the actor by choice: what it sent is collected, its partial unroll dropped; no restart."""
-        self._ever_parked = True
+        self.elastic = True
         if record.handle is not None:
             record.handle.kill()
             record.handle.join(0.5)
