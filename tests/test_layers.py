@@ -34,7 +34,7 @@ PACKAGE = "menger"
 # The documented stack, lowest first: (layer, name, modules). A module belongs to the entry with the longest
 # prefix naming it ("menger.envs" covers menger.envs.make); "menger" alone is the package's __init__.py only.
 LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
-    (0, "foundation", ("menger", "menger.core", "menger.config", "menger.device")),
+    (0, "foundation", ("menger", "menger.core", "menger.config", "menger.device", "menger.forking")),
     # experiment is the schema of an experiment file: dataclasses over menger.config, nothing else. It
     # describes the components (env, model, loss, runtime settings) and is read from layer 3 up, so it sits
     # with the components; layer 0 would pass too, but the foundation holds only the contracts and the

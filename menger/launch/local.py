@@ -16,6 +16,7 @@ import traceback
 from typing import Callable
 
 from menger.core import InferenceBackend
+from menger.forking import FORK_GATE
 from menger.inference import CentralInference, InferenceSlots, LocalInference
 from menger.transport.local import LocalTransport
 
@@ -153,7 +154,8 @@ class ProcessLauncher(LocalLauncher):
     def start_actor(self, target: Callable, kwargs: dict) -> ProcessHandle:
         process = self.context.Process(target=_process_main, args=(target, kwargs), daemon=True,
                                        name=f"menger-actor-{kwargs['actor_id']}")
-        process.start()
+        with FORK_GATE.forking():  # no other trainer thread of this process is inside torch (menger.forking)
+            process.start()
         return ProcessHandle(process)
 
 

@@ -35,6 +35,7 @@ import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector
 
 from menger.device import resolve_device
+from menger.forking import FORK_GATE
 from menger.learners.learner import LearnerProcessError
 from menger.models.actions import ActionCodec
 from menger.transport import UnrollBuffers, UnrollSpec
@@ -263,7 +264,8 @@ class LearnerGroup:
                 target=_worker_main, name=f"menger-learner-{rank}", daemon=True,
                 args=(rank, learners, rendezvous, backend, config, (obs_space, action_space), run_dir, resume,
                       staging, flat, theirs, os.getpid()))
-            process.start()
+            with FORK_GATE.forking():
+                process.start()
             theirs.close()
             group.processes.append(process)
             group.conns.append(ours)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from menger.forking import FORK_GATE
 from menger.learners.learner import Adam, LearnerProcessError
 from menger.learners.offpolicy import DQNLearner
 from menger.params.server import SharedParameters
@@ -211,7 +212,8 @@ class GorilaWorkers:
             process = context.Process(target=_worker_main, name=f"menger-gorila-{index}", daemon=True,
                                       args=(index, config, (obs_space, action_space), staging, gradient, priority,
                                             online, target, theirs, os.getpid()))
-            process.start()
+            with FORK_GATE.forking():
+                process.start()
             theirs.close()
             processes.append(process)
             conns.append(ours)

@@ -47,6 +47,8 @@ import traceback
 
 import torch
 
+from menger.forking import FORK_GATE
+
 
 def shard_bounds(sizes: list[int], shards: int) -> list[tuple[int, int]]:
     """[start, stop) of each shard's parameter tensors: contiguous runs of whole tensors whose element counts
@@ -254,7 +256,8 @@ class ShardProcesses:
                     target=_shard_main, name=f"menger-ps-shard-{index}", daemon=True,
                     args=(self._views[start:stop], offset, make_optimizer, self._gradient, theirs, list(self.conns),
                           os.getpid()))
-                process.start()
+                with FORK_GATE.forking():
+                    process.start()
                 theirs.close()
                 self.processes.append(process)
                 offset += self.sizes[index]

@@ -30,6 +30,7 @@ from menger.core import InferenceBackend, Launcher, Transport
 from menger.device import resolve_device
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
 from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
+from menger.forking import FORK_GATE
 from menger.learners import make_learner
 from menger.learners.a3c import gradient_size
 from menger.learners.distributed import LearnerGroup
@@ -101,36 +102,20 @@ class Trainer:
 
     # ----- the loop ---------------------------------------------------------------------------------------
     def run(self) -> TrainResult:
-        self._setup()
+        with FORK_GATE.working():  # other trainers of this process fork only between our sections (menger.forking)
+            self._setup()
         reason = None
         try:
             self.supervisor.start_all()
             self._notify("on_start")
             while reason is None:
-                self.supervisor.tick()                      # restart the dead and the stalled
-                self._send_grants()                         # slots the coordinator hands out
-                ready = self._learn_ready()
-                self._receive(timeout=0.0 if ready else self._wait_s)  # accept or drop each unroll tag
-                if (ready or self._learn_ready()) and self._learn():  # gather, update, publish version += 1
-                    self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
-                    if self.evaluator is not None and self.evaluator.due(self.elapsed()):
-                        self._evaluate()                    # deterministic episodes on the evaluator's own envs
-                    if self.video is not None and self.video.due(self.elapsed()):
-                        self.video.start(self.learner.policy, self.accounts.accepted, self.elapsed())
-                    reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
-                                                          self.eval_stats.get("eval/return_mean"))
-                    if reason is None:
-                        if self._checkpoint_due():
-                            self._checkpoint()              # sync: before the next round's grants go out
-                        self._send_grants()                 # sync: the next round, at once
-                else:
-                    reason = self.stop_rules.while_waiting(self.elapsed(), self._stop_requested)
-                if reason is None:
-                    self._maybe_log()                       # the closing record is written after shutdown
-            self.stopping, stopped_at = True, self.elapsed()  # training ends here, not after the closing save
-            self._check_learned(reason)
-            self._notify("on_stop", reason)
-            self._checkpoint()
+                with FORK_GATE.working():
+                    reason = self._turn()
+            with FORK_GATE.working():
+                self.stopping, stopped_at = True, self.elapsed()  # training ends here, not after the closing save
+                self._check_learned(reason)
+                self._notify("on_stop", reason)
+                self._checkpoint()
         except KeyboardInterrupt:
             log.warning("interrupted: writing a checkpoint before exiting")
             self.stopping = True
@@ -141,6 +126,30 @@ class Trainer:
         # after shutdown, when transports and services have reported their last counts (Ray node caches,
         # central inference since the last record), but stamped with the time training stopped
         return TrainResult(self.run_dir, self._write_metrics(stopped_at), reason == "target_return")
+
+    def _turn(self) -> str | None:
+        """One turn of the loop; the reason to stop, or None."""
+        self.supervisor.tick()                      # restart the dead and the stalled
+        self._send_grants()                         # slots the coordinator hands out
+        ready = self._learn_ready()
+        self._receive(timeout=0.0 if ready else self._wait_s)  # accept or drop each unroll tag
+        if (ready or self._learn_ready()) and self._learn():  # gather, update, publish version += 1
+            self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
+            if self.evaluator is not None and self.evaluator.due(self.elapsed()):
+                self._evaluate()                    # deterministic episodes on the evaluator's own envs
+            if self.video is not None and self.video.due(self.elapsed()):
+                self.video.start(self.learner.policy, self.accounts.accepted, self.elapsed())
+            reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
+                                                  self.eval_stats.get("eval/return_mean"))
+            if reason is None:
+                if self._checkpoint_due():
+                    self._checkpoint()              # sync: before the next round's grants go out
+                self._send_grants()                 # sync: the next round, at once
+        else:
+            reason = self.stop_rules.while_waiting(self.elapsed(), self._stop_requested)
+        if reason is None:
+            self._maybe_log()                       # the closing record is written after shutdown
+        return reason
 
     def elapsed(self) -> float:
         return self.wall_offset + time.monotonic() - self.start

@@ -59,8 +59,12 @@ def test_a_stop_signal_stops_every_learner_of_a_league_with_its_checkpoint(harne
     learner = harness.start_menger("train", "connect4-league", "--no-progress", "--run-dir", str(run_dir),
                                    *[f"--set={item}" for item in SETTINGS + league], log_path=log_path)
     players = [run_dir / "players" / name for name in ("main_0", "main_exploiter_0", "league_exploiter_0")]
-    harness.wait_until(lambda: all(logged_updates(p) >= 3 for p in players) or learner.poll() is not None, 120,
-                       "three updates of every learner", poll_s=0.05)
+    try:
+        harness.wait_until(lambda: all(logged_updates(p) >= 3 for p in players) or learner.poll() is not None, 120,
+                           "three updates of every learner", poll_s=0.05)
+    except AssertionError as stalled:  # say where it stood: which learner, which actor
+        updates = {p.name: logged_updates(p) for p in players}
+        raise AssertionError(f"{stalled}; updates {updates}; the log ends:\n{log_path.read_text()[-4000:]}") from None
     assert learner.poll() is None, f"training ended early: {log_path.read_text()}"
     learner.send_signal(signal.SIGTERM)
     code = learner.wait(60)
