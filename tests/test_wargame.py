@@ -145,6 +145,17 @@ def test_attacks_deal_damage_kill_and_wait_for_the_cooldown():
     assert (out.obs["observation"][0, 1] == 0).all() and out.obs["action_mask"][0, 1].tolist()[0] == 1
 
 
+@pytest.mark.parametrize("spirit", [0.0, 0.5, 1.0])
+def test_team_spirit_moves_each_units_reward_towards_its_teams_mean(spirit):
+    game = small_game(team=("sniper", "sniper"), reward_damage=0.1, team_spirit=spirit)
+    attack = game.layout.attack_action(0)
+    game.set_units(0, [cell(0, 0), cell(2, 0), cell(0, 4), cell(2, 4)])
+    out = game.step(np.array([[attack, 0, 0, 0]]))             # red 0 hits blue 0 for 3; nobody else acts
+    own, mean = 0.1 * 3, 0.1 * 3 / 2
+    assert out.reward[0, :2] == pytest.approx([(1 - spirit) * own + spirit * mean, spirit * mean])
+    assert out.reward[0, 2:].tolist() == [0.0, 0.0]            # blue's units are shared among blue alone
+
+
 def test_units_that_kill_each_other_at_once_draw():
     game = small_game()
     attack = game.layout.attack_action(0)

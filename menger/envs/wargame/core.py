@@ -273,10 +273,19 @@ class WargameBatch:
                                 np.where((self.winner[:, None] == DRAW) | ~ended[:, None], 0, -1))
         outcome = (team_outcome[:, self.team] * ended[:, None]).astype(np.int8)
         reward += cfg.reward_win * outcome * present
+        if cfg.team_spirit:
+            reward = self._share(reward, present, cfg.team_spirit)
         terminated = ended & (eliminated | captured)
         self._mask = self._action_masks()
         return StepOutput(self.observe(), reward, self.alive.copy(), self.done, terminated, ended & ~terminated,
                           outcome, self.winner.copy())
+
+    def _share(self, reward: np.ndarray, present: np.ndarray, spirit: float) -> np.ndarray:
+        """Team spirit: each present unit's reward moves `spirit` of the way to its team's mean over present units."""
+        n = self.num_units
+        teams = (reward * present).reshape(-1, 2, n).sum(-1) / np.maximum(present.reshape(-1, 2, n).sum(-1), 1)
+        shared = (1.0 - spirit) * reward + spirit * teams[:, self.team]
+        return np.where(present, shared, reward).astype(np.float32)
 
     def held_points(self) -> np.ndarray:
         """[G, 2, P] each team holds capture point p: it alone has living units in the point's zone."""
