@@ -36,7 +36,8 @@ def random_actions(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
 # --- PettingZoo's API -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("config", [{}, {"layout": None, "size": (10, 14), "map_seed": 3, "diagonal_moves": True,
-                                         "fog_of_war": False, "team": ["tank", "sniper", "infantry"]}])
+                                         "fog_of_war": False, "team": ["tank", "sniper", "infantry"],
+                                         "rotate_blue": True, "team_spirit": 0.5}])
 def test_pettingzoo_api_tests_pass(config):
     parallel_api_test(parallel_env(**config), num_cycles=200)
     api_test(env(**config), num_cycles=200)
@@ -113,6 +114,40 @@ def test_each_team_sees_the_map_from_its_own_side():
     assert np.flatnonzero(planes["enemy_hp"]).tolist() == [cell(0, 0), cell(2, 0)]
     assert blue["self"][game.layout.self_names.index("team")] == 1
     assert game.state().shape == (1, game.state_size)
+
+
+@pytest.mark.parametrize("diagonal_moves", [False, True])
+def test_rotated_blue_plays_the_mirrored_game_exactly_as_red(diagonal_moves):
+    """rotate_blue on a point-symmetric map: game 1 is game 0 turned half a turn with the teams swapped, so blue
+    in game 1 must see, may do and gets what red does in game 0, step after step, under the same actions."""
+    game = WargameBatch(make_config(rotate_blue=True, diagonal_moves=diagonal_moves), num_games=2)
+    n, cells = game.num_units, game.map.cells
+    game.reset(seed=3)
+    mirrored = np.concatenate([cells - 1 - game.position[0, n:], cells - 1 - game.position[0, :n]])
+    out = game.set_units(1, mirrored.tolist())
+    out = game.set_units(0, game.position[0].tolist())         # both games' clocks start together
+    team = game.layout.plane_size + game.layout.self_names.index("team")
+    rng = np.random.default_rng(0)
+    swap = np.r_[n:2 * n, 0:n]
+    for _ in range(40):
+        obs, mask = out.obs["observation"].copy(), out.obs["action_mask"]
+        obs[..., team] = 0
+        assert np.array_equal(obs[0], obs[1][swap]) and np.array_equal(mask[0], mask[1][swap])
+        if out.done.any():
+            break
+        actions = np.array([[rng.choice(np.flatnonzero(m)) for m in mask[0]]])
+        out = game.step(np.concatenate([actions, actions[:, swap]]))
+        assert np.array_equal(out.reward[0], out.reward[1][swap])
+        assert np.array_equal(out.outcome[0], out.outcome[1][swap])
+    assert game.steps[0] > 10                                  # the games went on long enough to mean something
+
+
+def test_bots_read_the_rotated_view_of_blue():
+    rotated = make_config(rotate_blue=True)
+    red_wins, _, blue_wins = play("random", "attack-nearest", games=40, seed=0, config=rotated)
+    assert blue_wins >= 38, (red_wins, blue_wins)
+    red_wins, _, blue_wins = play("attack-nearest", "focus-fire", games=200, seed=0, config=rotated)
+    assert blue_wins > 1.3 * red_wins, (red_wins, blue_wins)  # 248 to 119 over 400 games, rotated or not
 
 
 def test_generated_maps_are_point_symmetric_connected_and_seeded():

@@ -80,6 +80,9 @@ class WargameConfig:
     reward_capture: float = field(0.01, doc="Reward per step to each living unit of a team, per point it holds.")
     reward_win: float = field(1.0, doc=(
         "Reward at the end to each unit in that last step: +this won, -this lost, 0 draw."))
+    rotate_blue: bool = field(False, doc=(
+        "Blue sees the map turned half a turn, its moves turned with it (N is S, E is W): on a point-symmetric map "
+        "each team then sees the game as red does, and one policy learns one game rather than two."))
     team_spirit: float = field(0.0, doc=(
         "OpenAI Five's team spirit: each unit in the game that step gets (1 - this) x its own reward + this x "
         "its team's mean reward over those units; 0: its own, 1: the team's mean."), min=0.0, max=1.0)

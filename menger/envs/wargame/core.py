@@ -145,6 +145,11 @@ class WargameBatch:
         self.winner = np.full(num_games, ONGOING, dtype=np.int8)
         self._seeds = np.random.default_rng()
         self._mask = np.zeros((*shape, self.layout.num_actions), dtype=bool)
+        # [A, K] the absolute action each agent's action k stands for: blue's moves turned half a turn (rotate_blue)
+        self._action_view = np.tile(np.arange(self.layout.num_actions), (self.num_agents, 1))
+        if self.config.rotate_blue:
+            moves = self.layout.num_moves
+            self._action_view[n:, 1:1 + moves] = 1 + (np.arange(moves) + moves // 2) % moves
 
     # --- reset ------------------------------------------------------------------------------------------------
 
@@ -220,7 +225,7 @@ class WargameBatch:
         cfg, game_map, moves = self.config, self.map, self.layout.num_moves
         active = ~self.done
         in_range = (actions >= 0) & (actions < self.layout.num_actions)
-        safe = np.where(in_range, actions, NOOP)
+        safe = self._action_view[np.arange(self.num_agents), np.where(in_range, actions, NOOP)]
         legal = np.take_along_axis(self._mask, safe[..., None], axis=-1)[..., 0] & in_range & active[:, None]
         act = np.where(legal, safe, NOOP)
         present = self.alive & active[:, None]
@@ -348,8 +353,9 @@ class WargameBatch:
         return alive & np.take_along_axis(seen, self.position[:, self.enemies], axis=2)
 
     def action_masks(self) -> np.ndarray:
-        """[G, A, K] int8: 1 where an action is allowed now."""
-        return self._mask.astype(np.int8)
+        """[G, A, K] int8: 1 where an action is allowed now (in the agent's own view of the moves)."""
+        view = np.broadcast_to(self._action_view, self._mask.shape)
+        return np.take_along_axis(self._mask, view, axis=-1).astype(np.int8)
 
     def observe(self) -> dict[str, np.ndarray]:
         """Every agent's observation from its own team's view, and its action mask (see ObservationLayout)."""
@@ -414,7 +420,22 @@ class WargameBatch:
         enemies[..., 3 + T] = col_f[:, self.enemies] * visible
         enemies[..., 4 + T] = self._mask[..., 1 + self.layout.num_moves:]
         obs *= self.alive[..., None]
-        return {"observation": obs, "action_mask": self._mask.astype(np.int8)}
+        if self.config.rotate_blue:
+            self._turn_half(parts, planes, n)
+        return {"observation": obs, "action_mask": self.action_masks()}
+
+    def _turn_half(self, parts: dict[str, np.ndarray], planes: np.ndarray, n: int) -> None:
+        """Turn blue's observations [G, n:] half a turn in place: cell r * W + c is cell (H-1-r) * W + (W-1-c),
+        the last cell counted from the end, and row r is row H-1-r, column c column W-1-c (where a unit is shown)."""
+        planes[:, n:] = planes[:, n:, :, ::-1].copy()
+        T = self.layout.num_types
+        for column, size in ((2 + T, self.map.height), (3 + T, self.map.width)):
+            last = max(size - 1, 1)
+            for name in ("self", "allies", "enemies"):
+                part = parts[name][:, n:]
+                where = part[..., 0] > 0                      # its hp, ally alive, enemy visible: the unit is shown
+                turned = ((size - 1 - np.rint(part[..., column] * last)) / last).astype(np.float32)
+                part[..., column] = np.where(where, turned, 0.0)
 
     def state(self) -> np.ndarray:
         """[G, S] float32 global state for a centralised critic: the full map, red first, no fog."""
