@@ -354,6 +354,8 @@ class WargameBatch:
 
     def action_masks(self) -> np.ndarray:
         """[G, A, K] int8: 1 where an action is allowed now (in the agent's own view of the moves)."""
+        if not self.config.rotate_blue:
+            return self._mask.astype(np.int8)
         view = np.broadcast_to(self._action_view, self._mask.shape)
         return np.take_along_axis(self._mask, view, axis=-1).astype(np.int8)
 
