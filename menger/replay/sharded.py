@@ -63,6 +63,7 @@ from menger.replay.table import ReplayClosed, ReplayTimeout, Sample, Table, _che
 __all__ = ["ShardedTables"]
 
 STATE_FORMAT = "menger.replay.sharded/1"
+_SPLIT_TRIES = 16               # splits drawn before one is taken while inserts keep landing
 _FIRST_PAUSE_S = 0.0005        # a blocked sample tries again after this, doubling up to _LONGEST_PAUSE_S
 _LONGEST_PAUSE_S = 0.01
 
@@ -145,7 +146,7 @@ class ShardedTables:
                 return False
             state = self._rng.bit_generator.state
             try:
-                return not self._split(batch_size).blocked
+                return not self._steady_split(batch_size).blocked
             finally:
                 self._rng.bit_generator.state = state
 
@@ -169,7 +170,7 @@ class ShardedTables:
                     raise ReplayClosed(f"these {len(self._shards)} sharded tables were closed; their sample of "
                                        f"{batch_size} cannot go on")
                 state = self._rng.bit_generator.state
-                split = self._split(batch_size)
+                split = self._steady_split(batch_size)
                 if not split.blocked:
                     return self._draw(split)
                 self._rng.bit_generator.state = state      # a refused split leaves no trace
@@ -196,6 +197,19 @@ class ShardedTables:
                                      f"and shard {index} (table {shard.name!r}) refuses {part}, so sharded batches "
                                      f"of at most {part - 1} are safe on it: {error}") from None
         self._checked_batches.add(batch_size)
+
+    def _steady_split(self, batch_size: int) -> _Split:
+        """`_split` over one state of each shard: an actor's insert that lands while the split reads a shard's size,
+        mass and limiter would mix two states (a share from before it, a limiter's answer from after), so the split
+        is drawn again, from the same generator state, until no shard changed while it was read."""
+        state = self._rng.bit_generator.state
+        for _ in range(_SPLIT_TRIES - 1):
+            before = [shard.changes for shard in self._shards]
+            split = self._split(batch_size)
+            if [shard.changes for shard in self._shards] == before:
+                return split
+            self._rng.bit_generator.state = state
+        return self._split(batch_size)     # the shards never held still: the last reads, as good as any
 
     def _split(self, batch_size: int) -> _Split:
         """Draw how many items each shard gives (advances the generator), and find the shards that refuse theirs."""

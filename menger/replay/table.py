@@ -252,6 +252,13 @@ class Table:
         return self.size
 
     @property
+    def changes(self) -> tuple[int, int, int, int]:
+        """A fingerprint that moves with every insert, priority update, delete and sample: two equal reads mean
+        nothing changed the table in between (`ShardedTables` checks that its split read one state per shard)."""
+        with self._lock:
+            return self._next_seq, self._tick, self._size, self._times_total
+
+    @property
     def nbytes(self) -> int:
         """Bytes held: item rows, bookkeeping, trees and order."""
         bookkeeping = self._keys.nbytes + self._priority.nbytes + self._times.nbytes + self._ticks.nbytes

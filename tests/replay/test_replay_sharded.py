@@ -159,6 +159,26 @@ def test_a_waiting_sample_passes_once_the_blocked_shard_is_filled_and_the_wait_l
     np.testing.assert_array_equal(waited.probabilities, at_once.probabilities)
 
 
+def test_an_insert_landing_while_the_split_reads_the_shards_is_seen_whole():
+    replay = blocked_replay()                      # shard 1 is blocked until 3 more items land
+    shard_1 = replay.shard(1)
+    asked = shard_1.can_sample
+    landed = []
+
+    def can_sample_after_an_insert(count):         # the actor's insert lands after the split read the masses
+        if not landed:
+            landed.append(shard_1.insert_batch(make_items(3, start=102), 50.0, timeout_s=0))
+        return asked(count)
+
+    shard_1.can_sample = can_sample_after_an_insert
+    mixed = replay.sample(32, timeout_s=0)
+    unblocked = blocked_replay()
+    unblocked.shard(1).insert_batch(make_items(3, start=102), 50.0, timeout_s=0)
+    at_once = unblocked.sample(32, timeout_s=0)
+    np.testing.assert_array_equal(mixed.keys, at_once.keys)          # the split was drawn again, after the insert
+    np.testing.assert_array_equal(mixed.probabilities, at_once.probabilities)
+
+
 def test_close_wakes_a_waiting_sample():
     replay = blocked_replay()
     closer = threading.Timer(0.05, replay.close)
