@@ -37,7 +37,8 @@ def random_actions(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize("config", [{}, {"layout": None, "size": (10, 14), "map_seed": 3, "diagonal_moves": True,
                                          "fog_of_war": False, "team": ["tank", "sniper", "infantry"],
-                                         "rotate_blue": True, "team_spirit": 0.5}])
+                                         "rotate_blue": True, "team_spirit": 0.5},
+                                    {"observe_planes": False, "relative_positions": True, "rotate_blue": True}])
 def test_pettingzoo_api_tests_pass(config):
     parallel_api_test(parallel_env(**config), num_cycles=200)
     api_test(env(**config), num_cycles=200)
@@ -116,11 +117,38 @@ def test_each_team_sees_the_map_from_its_own_side():
     assert game.state().shape == (1, game.state_size)
 
 
-@pytest.mark.parametrize("diagonal_moves", [False, True])
-def test_rotated_blue_plays_the_mirrored_game_exactly_as_red(diagonal_moves):
+def test_unit_features_can_stand_alone_and_give_offsets_from_the_observer():
+    game = small_game(team=("sniper", "tank"), observe_planes=False, relative_positions=True)
+    layout = game.layout
+    assert layout.plane_size == 0 and layout.size == len(layout.self_names) + 2 * 2 * len(layout.ally_names)
+    out = game.set_units(0, [cell(0, 0), cell(2, 1), cell(0, 4), cell(2, 4)])
+    red = layout.split(out.obs["observation"][0, 0])                 # the sniper at (0, 0); rows / 2, cols / 4
+    ally, enemy = dict(zip(layout.ally_names, red["allies"][1])), dict(zip(layout.enemy_names, red["enemies"][0]))
+    diagonal = np.hypot(2, 4)
+    assert (ally["d_row"], ally["d_col"]) == (1.0, 0.25) and ally["distance"] == pytest.approx(np.hypot(2, 1) / diagonal)
+    assert (enemy["d_row"], enemy["d_col"]) == (0.0, 1.0) and enemy["distance"] == pytest.approx(4 / diagonal)
+    assert red["allies"][0][list(layout.ally_names).index("distance")] == 0.0          # itself
+    blue = layout.split(out.obs["observation"][0, 2])                # the blue sniper at (0, 4) sees the red tank
+    tank = dict(zip(layout.enemy_names, blue["enemies"][1]))
+    assert (tank["d_row"], tank["d_col"]) == (1.0, -0.75)
+
+
+@pytest.mark.parametrize("options", [{}, {"observe_planes": False}, {"relative_positions": True},
+                                     {"rotate_blue": True, "observe_planes": False, "relative_positions": True}])
+def test_the_bots_play_the_same_games_whatever_the_observation_holds(options):
+    """The bots read units from their features and the map from the planes, or from the config without them."""
+    assert play("focus-fire", "attack-nearest", games=40, seed=0, config=make_config(**options)) == \
+        play("focus-fire", "attack-nearest", games=40, seed=0, config=make_config(rotate_blue=True)
+             if options.get("rotate_blue") else None)
+
+
+@pytest.mark.parametrize("options", [{"diagonal_moves": False}, {"diagonal_moves": True},
+                                     {"observe_planes": False, "relative_positions": True},
+                                     {"relative_positions": True, "diagonal_moves": True}])
+def test_rotated_blue_plays_the_mirrored_game_exactly_as_red(options):
     """rotate_blue on a point-symmetric map: game 1 is game 0 turned half a turn with the teams swapped, so blue
     in game 1 must see, may do and gets what red does in game 0, step after step, under the same actions."""
-    game = WargameBatch(make_config(rotate_blue=True, diagonal_moves=diagonal_moves), num_games=2)
+    game = WargameBatch(make_config(rotate_blue=True, **options), num_games=2)
     n, cells = game.num_units, game.map.cells
     game.reset(seed=3)
     mirrored = np.concatenate([cells - 1 - game.position[0, n:], cells - 1 - game.position[0, :n]])

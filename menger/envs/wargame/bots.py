@@ -49,13 +49,20 @@ class RandomBot:
 class _Decoded:
     """The parts of a batch of observations the scripted bots read."""
 
-    def __init__(self, layout: ObservationLayout, observations: np.ndarray):
+    def __init__(self, layout: ObservationLayout, observations: np.ndarray, config: WargameConfig):
         parts = layout.split(np.asarray(observations, dtype=np.float32))
         T, H, W = layout.num_types, layout.height, layout.width
         names = list(layout.self_names)
-        self.walls = parts["planes"][:, 0] > 0.5                                        # [N, H, W]
-        self.zone = parts["planes"][:, 1] > 0.5
         own = parts["self"]
+        if layout.plane_names:
+            self.walls = parts["planes"][:, 0] > 0.5                                    # [N, H, W]
+            self.zone = parts["planes"][:, 1] > 0.5
+        else:                         # no planes: the map from the config, turned for blue as its view is
+            turned = config.rotate_blue & (own[:, names.index("team")] > 0.5)
+            walls = config.map.walls.reshape(H, W)
+            zone = config.map.capture_zone.any(0).reshape(H, W)
+            self.walls = np.where(turned[:, None, None], walls[::-1, ::-1], walls)
+            self.zone = np.where(turned[:, None, None], zone[::-1, ::-1], zone)
         self.hp = own[:, names.index("hp")]
         self.cell = self._cell(own[:, 2 + T], own[:, 3 + T], H, W)                     # [N]
         enemies = parts["enemies"]
@@ -98,7 +105,7 @@ class _ScriptedBot(abc.ABC):
             raise ValueError(f"observations of size {observations.shape[-1]} and masks of {masks.shape[-1]} "
                              f"actions do not fit this bot's game ({self.layout.size}, {self.layout.num_actions}); "
                              "build the bot with the config of the game it plays (make_bot(name, config=...))")
-        seen = _Decoded(self.layout, observations)
+        seen = _Decoded(self.layout, observations, self.config)
         actions = np.zeros(len(observations), dtype=np.int64)
         alive = seen.hp > 0
         if not alive.any():

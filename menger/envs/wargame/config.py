@@ -83,6 +83,12 @@ class WargameConfig:
     rotate_blue: bool = field(False, doc=(
         "Blue sees the map turned half a turn, its moves turned with it (N is S, E is W): on a point-symmetric map "
         "each team then sees the game as red does, and one policy learns one game rather than two."))
+    observe_planes: bool = field(True, doc=(
+        "Observations start with the map as planes [C, H, W]; false: only the unit features (own, per ally and per "
+        "enemy slot), a vector a tenth the size that an MLP learns from faster. The bots read the map from the config."))
+    relative_positions: bool = field(False, doc=(
+        "Each ally and enemy slot also gets its row and column offsets from the observing unit and their distance, "
+        "as SMAC's features are, so a policy need not work out from absolute cells who is near."))
     team_spirit: float = field(0.0, doc=(
         "OpenAI Five's team spirit: each unit in the game that step gets (1 - this) x its own reward + this x "
         "its team's mean reward over those units; 0: its own, 1: the team's mean."), min=0.0, max=1.0)

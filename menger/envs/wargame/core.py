@@ -52,8 +52,9 @@ class ObservationLayout:
 
     ``planes`` [C, H, W] from the agent's team's view: walls, capture zones, capture owner (+1 own team, -1
     enemy), self, allies' hp fraction, enemies' hp fraction, ally type one-hot (T planes), enemy type one-hot
-    (T), cells the team sees. Then ``self`` (its own stats), ``allies`` [n, ...] and ``enemies`` [n, ...] per
-    slot: enemy slot j is the target of action ``attack_action(j)``.
+    (T), cells the team sees (none with ``observe_planes: false``). Then ``self`` (its own stats), ``allies``
+    [n, ...] and ``enemies`` [n, ...] per slot: enemy slot j is the target of action ``attack_action(j)``. With
+    ``relative_positions`` each slot ends with its row and column offsets from the observer and their distance.
     """
 
     height: int
@@ -70,14 +71,16 @@ class ObservationLayout:
     def of(cls, config: WargameConfig) -> "ObservationLayout":
         types = tuple(unit.name for unit in config.unit_types)
         game_map = config.map
+        planes = (("wall", "capture_zone", "capture_owner", "self", "ally_hp", "enemy_hp")
+                  + tuple(f"ally_{name}" for name in types) + tuple(f"enemy_{name}" for name in types) + ("seen",))
+        relative = ("d_row", "d_col", "distance") if config.relative_positions else ()
         return cls(
             game_map.height, game_map.width, config.num_units, len(types), len(game_map.moves),
-            ("wall", "capture_zone", "capture_owner", "self", "ally_hp", "enemy_hp")
-            + tuple(f"ally_{name}" for name in types) + tuple(f"enemy_{name}" for name in types) + ("seen",),
+            planes if config.observe_planes else (),
             ("hp", "cooldown", *(f"is_{name}" for name in types), "row", "col", "team", "time", "own_score",
              "enemy_score"),
-            ("alive", "hp", *(f"is_{name}" for name in types), "row", "col", "ready"),
-            ("visible", "hp", *(f"is_{name}" for name in types), "row", "col", "attackable"),
+            ("alive", "hp", *(f"is_{name}" for name in types), "row", "col", "ready", *relative),
+            ("visible", "hp", *(f"is_{name}" for name in types), "row", "col", "attackable", *relative),
         )
 
     @property
@@ -135,6 +138,7 @@ class WargameBatch:
         self.cooldown_steps = np.array([units[t].cooldown for t in self.unit_type], dtype=np.int32)
         self.type_one_hot = np.eye(self.layout.num_types, dtype=np.float32)[self.unit_type]  # [A, T]
         self._capture_zone = self.map.capture_zone.any(0)
+        self._diagonal = max(float(np.hypot(self.map.height - 1, self.map.width - 1)), 1.0)   # scales distances
         shape = (num_games, self.num_agents)
         self.position = np.zeros(shape, dtype=np.int64)
         self.hp = np.zeros(shape, dtype=np.int32)
@@ -363,39 +367,13 @@ class WargameBatch:
         """Every agent's observation from its own team's view, and its action mask (see ObservationLayout)."""
         G, A, n = self.num_games, self.num_agents, self.num_units
         H, W = self.map.height, self.map.width
-        cells, T = H * W, self.layout.num_types
-        seen = self.seen_cells() if self.config.fog_of_war else np.ones((G, 2, cells), dtype=bool)
+        T = self.layout.num_types
         hp_fraction = (self.hp / self.max_hp).astype(np.float32) * self.alive
         visible = self._visible_enemies()                                                   # [G, A, n]
 
-        # team planes [G, 2, C, cells]: team 0 as red sees it, team 1 as blue sees it
-        C = len(self.layout.plane_names)
-        team_planes = np.zeros((G, 2, C, cells), dtype=np.float32)
-        team_planes[:, :, 0] = self.map.walls.ravel()
-        team_planes[:, :, 1] = self._capture_zone
-        held = self.held_points().astype(np.float32)                                       # [G, 2, P]
-        owner = (held[:, 0] - held[:, 1]) @ self.map.capture_zone.astype(np.float32)        # [G, cells] red +1
-        team_planes[:, 0, 2], team_planes[:, 1, 2] = owner, -owner
-        unit_planes = np.zeros((G, A, 1 + T, cells), dtype=np.float32)    # hp, type one-hot, at each unit's cell
-        games = np.arange(G)[:, None]
-        unit_planes[games, np.arange(A), 0, self.position] = hp_fraction
-        for t in range(T):
-            unit_planes[games, np.arange(A), 1 + t, self.position] = self.type_one_hot[:, t] * self.alive
-        red_planes, blue_planes = unit_planes[:, :n].sum(1), unit_planes[:, n:].sum(1)      # [G, 1+T, cells]
-        blue_hidden = red_planes * seen[:, 1, None]     # what blue sees of red
-        red_hidden = blue_planes * seen[:, 0, None]
-        ally_hp, enemy_hp, ally_types, enemy_types = 4, 5, slice(6, 6 + T), slice(6 + T, 6 + 2 * T)
-        team_planes[:, 0, ally_hp], team_planes[:, 0, ally_types] = red_planes[:, 0], red_planes[:, 1:]
-        team_planes[:, 0, enemy_hp], team_planes[:, 0, enemy_types] = red_hidden[:, 0], red_hidden[:, 1:]
-        team_planes[:, 1, ally_hp], team_planes[:, 1, ally_types] = blue_planes[:, 0], blue_planes[:, 1:]
-        team_planes[:, 1, enemy_hp], team_planes[:, 1, enemy_types] = blue_hidden[:, 0], blue_hidden[:, 1:]
-        team_planes[:, :, -1] = seen
-
         obs = np.zeros((G, A, self.layout.size), dtype=np.float32)
-        planes = obs[..., :self.layout.plane_size].reshape(G, A, C, cells)
-        planes[:] = team_planes[:, self.team]
-        planes[games, np.arange(A), 3, self.position] = 1.0
-
+        if self.layout.plane_names:
+            self._observe_planes(obs, hp_fraction)
         row, col = np.divmod(self.position, W)
         row_f, col_f = (row / max(H - 1, 1)).astype(np.float32), (col / max(W - 1, 1)).astype(np.float32)
         parts = self.layout.split(obs)
@@ -421,16 +399,59 @@ class WargameBatch:
         enemies[..., 2 + T] = row_f[:, self.enemies] * visible
         enemies[..., 3 + T] = col_f[:, self.enemies] * visible
         enemies[..., 4 + T] = self._mask[..., 1 + self.layout.num_moves:]
+        if self.config.relative_positions:
+            for part, slots, shown in ((allies, self.allies, ally_alive), (enemies, self.enemies, visible)):
+                d_row, d_col = row[:, slots] - row[..., None], col[:, slots] - col[..., None]    # whole cells
+                part[..., 5 + T] = d_row / max(H - 1, 1) * shown
+                part[..., 6 + T] = d_col / max(W - 1, 1) * shown
+                part[..., 7 + T] = self.map.distance[self.position[..., None], self.position[:, slots]] \
+                    / self._diagonal * shown
         obs *= self.alive[..., None]
         if self.config.rotate_blue:
-            self._turn_half(parts, planes, n)
+            self._turn_half(parts, n)
         return {"observation": obs, "action_mask": self.action_masks()}
 
-    def _turn_half(self, parts: dict[str, np.ndarray], planes: np.ndarray, n: int) -> None:
+    def _observe_planes(self, obs: np.ndarray, hp_fraction: np.ndarray) -> None:
+        """Fill the planes at the front of ``obs`` [G, A, D]: the map from each agent's team's view."""
+        G, A, n = self.num_games, self.num_agents, self.num_units
+        cells, T = self.map.cells, self.layout.num_types
+        seen = self.seen_cells() if self.config.fog_of_war else np.ones((G, 2, cells), dtype=bool)
+        # team planes [G, 2, C, cells]: team 0 as red sees it, team 1 as blue sees it
+        C = len(self.layout.plane_names)
+        team_planes = np.zeros((G, 2, C, cells), dtype=np.float32)
+        team_planes[:, :, 0] = self.map.walls.ravel()
+        team_planes[:, :, 1] = self._capture_zone
+        held = self.held_points().astype(np.float32)                                       # [G, 2, P]
+        owner = (held[:, 0] - held[:, 1]) @ self.map.capture_zone.astype(np.float32)        # [G, cells] red +1
+        team_planes[:, 0, 2], team_planes[:, 1, 2] = owner, -owner
+        unit_planes = np.zeros((G, A, 1 + T, cells), dtype=np.float32)    # hp, type one-hot, at each unit's cell
+        games = np.arange(G)[:, None]
+        unit_planes[games, np.arange(A), 0, self.position] = hp_fraction
+        for t in range(T):
+            unit_planes[games, np.arange(A), 1 + t, self.position] = self.type_one_hot[:, t] * self.alive
+        red_planes, blue_planes = unit_planes[:, :n].sum(1), unit_planes[:, n:].sum(1)      # [G, 1+T, cells]
+        blue_hidden = red_planes * seen[:, 1, None]     # what blue sees of red
+        red_hidden = blue_planes * seen[:, 0, None]
+        ally_hp, enemy_hp, ally_types, enemy_types = 4, 5, slice(6, 6 + T), slice(6 + T, 6 + 2 * T)
+        team_planes[:, 0, ally_hp], team_planes[:, 0, ally_types] = red_planes[:, 0], red_planes[:, 1:]
+        team_planes[:, 0, enemy_hp], team_planes[:, 0, enemy_types] = red_hidden[:, 0], red_hidden[:, 1:]
+        team_planes[:, 1, ally_hp], team_planes[:, 1, ally_types] = blue_planes[:, 0], blue_planes[:, 1:]
+        team_planes[:, 1, enemy_hp], team_planes[:, 1, enemy_types] = blue_hidden[:, 0], blue_hidden[:, 1:]
+        team_planes[:, :, -1] = seen
+        planes = obs[..., :self.layout.plane_size].reshape(G, A, C, cells)
+        planes[:] = team_planes[:, self.team]
+        planes[games, np.arange(A), 3, self.position] = 1.0
+
+    def _turn_half(self, parts: dict[str, np.ndarray], n: int) -> None:
         """Turn blue's observations [G, n:] half a turn in place: cell r * W + c is cell (H-1-r) * W + (W-1-c),
-        the last cell counted from the end, and row r is row H-1-r, column c column W-1-c (where a unit is shown)."""
-        planes[:, n:] = planes[:, n:, :, ::-1].copy()
+        the last cell counted from the end, and row r is row H-1-r, column c column W-1-c (where a unit is shown);
+        row and column offsets change sign."""
+        planes = parts["planes"]
+        planes[:, n:] = planes[:, n:, :, ::-1, ::-1].copy()
         T = self.layout.num_types
+        if self.config.relative_positions:
+            for name in ("allies", "enemies"):
+                parts[name][:, n:, :, 5 + T:7 + T] *= -1.0
         for column, size in ((2 + T, self.map.height), (3 + T, self.map.width)):
             last = max(size - 1, 1)
             for name in ("self", "allies", "enemies"):
