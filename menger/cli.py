@@ -284,8 +284,9 @@ def cmd_match(args) -> int:
     env_id, env_kwargs = match_env(args.player, args.env, args.allow_import)
     player_seed, opponent_seed = np.random.SeedSequence(args.seed).generate_state(2)
     player = make_opponent(args.player, env_id, int(player_seed), args.allow_import, policy=args.policy,
-                           stochastic=args.stochastic)
-    opponent = make_opponent(args.opponent, env_id, int(opponent_seed), args.allow_import, stochastic=args.stochastic)
+                           stochastic=args.stochastic, env_kwargs=env_kwargs)
+    opponent = make_opponent(args.opponent, env_id, int(opponent_seed), args.allow_import, stochastic=args.stochastic,
+                             env_kwargs=env_kwargs)
     result = play_match(env_factory(env_id, env_kwargs), player, opponent, args.games, args.seed)
     if args.json:
         print(json.dumps({"player": args.player, "opponent": args.opponent, "env": env_id, "seed": args.seed,

@@ -295,12 +295,13 @@ class RandomPlayer:
 
 
 def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy: str | None = None,
-                  stochastic: bool = False):
+                  stochastic: bool = False, env_kwargs: dict | None = None):
     """A player from its spec (the first argument of `menger match` is read the same way):
 
     * ``random``: a legal action uniformly at random;
     * ``alphabeta:DEPTH``, ``bot:NAME``: the env's own bots, from the ``make_bot`` / ``BOTS`` of its module
-      (``BOT_MODULES`` maps envs defined elsewhere: Connect Four -> ``menger.envs.connect_four``);
+      (``BOT_MODULES`` maps envs defined elsewhere: Connect Four -> ``menger.envs.connect_four``), for the env
+      made with ``env_kwargs``;
     * a run directory: a trained Menger policy (``menger.api.run_player``), its ``policy`` if named; its most
       likely action, or one sampled from a generator seeded by `seed` with ``stochastic`` (two deterministic
       policies play only one game per seat);
@@ -313,9 +314,9 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
     if spec == "random":
         return RandomPlayer(seed)
     if spec == "alphabeta" or spec.startswith("alphabeta:"):
-        return env_bot(spec, env_id, seed)
+        return env_bot(spec, env_id, seed, env_kwargs)
     if spec.startswith("bot:"):
-        return env_bot(spec[len("bot:"):], env_id, seed)
+        return env_bot(spec[len("bot:"):], env_id, seed, env_kwargs)
     if Path(spec).is_dir():
         return run_player(spec, policy, allow_import, seed, deterministic=not stochastic)
     if ":" in spec:
@@ -330,10 +331,10 @@ def bot_module(env_id: str) -> str:
     return BOT_MODULES.get(module, module)
 
 
-def env_bot(name: str, env_id: str, seed: int = 0):
+def env_bot(name: str, env_id: str, seed: int = 0, env_kwargs: dict | None = None):
     """The env's own bot `name` (`menger.envs.bots.env_bot`, its module found from a registry id too)."""
     try:
-        return bots.env_bot(name, env_id, seed, module_name=bot_module(env_id))
+        return bots.env_bot(name, env_id, seed, module_name=bot_module(env_id), env_kwargs=env_kwargs)
     except bots.BotError as exc:
         raise MatchError(str(exc)) from exc
 

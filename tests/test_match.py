@@ -91,6 +91,23 @@ def test_specs_name_the_env_bots():
         make_opponent("strong", CONNECT_FOUR)
 
 
+def test_env_bots_play_the_game_the_env_kwargs_make():
+    from menger.envs.wargame import parallel_env
+    from menger.league.opponents import FixedOpponents
+
+    kwargs = {"observe_planes": False, "team": ["tank", "sniper"], "render_mode": None}
+    bot = make_opponent("bot:focus-fire", "menger.envs.wargame:parallel_env", env_kwargs=kwargs)
+    game = parallel_env(**kwargs)
+    observations, _ = game.reset(seed=0)
+    red = observations["red_0"]
+    assert game.action_space("red_0").contains(bot.act(red["observation"], red["action_mask"]))
+    assert make_opponent("alphabeta:2", CONNECT_FOUR, env_kwargs={"render_mode": None}).depth == 2  # takes none
+    fixed = FixedOpponents("bot:focus-fire", "menger.envs.wargame:parallel_env", 0, env_kwargs=kwargs)
+    assert fixed.bot.layout.size == len(red["observation"])
+    with pytest.raises(ValueError, match="fit this bot's game"):         # one built for the default game refuses
+        make_opponent("bot:focus-fire", "menger.envs.wargame:parallel_env").act(red["observation"], red["action_mask"])
+
+
 def test_a_user_factory_is_imported_only_when_allowed():
     spec = "menger_test_players:Fixed"
     with pytest.raises(ImportNotAllowedError, match="--allow-import menger_test_players"):

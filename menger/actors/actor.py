@@ -263,9 +263,9 @@ def _opponents(config, envs, league: tuple[str, str] | None, seed: int):
                             config.env.normalize)  # the frozen players' network: parameters come from snapshots
     template.eval()
     if league is None:
-        return FixedOpponents(config.env.multiagent.opponent, config.env.id, seed, template)
+        return FixedOpponents(config.env.multiagent.opponent, config.env.id, seed, template, dict(config.env.kwargs))
     table, snapshots = league
-    return TableOpponents(table, SnapshotStore(snapshots), template, config.env.id, seed + 1)
+    return TableOpponents(table, SnapshotStore(snapshots), template, config.env.id, seed + 1, dict(config.env.kwargs))
 
 
 def run_actor(actor_id: int, incarnation: int, config, port: GrantedPort, seed: int, restore: dict | None = None,

@@ -6,7 +6,8 @@
 A spec is `random` (uniform over the legal moves), `alphabeta:DEPTH` (Connect Four's search player) or
 `bot:NAME`: a bot of the env's bot module, its `make_bot(name, seed=)` or `BOTS[name]` (`menger.envs.wargame`
 for the wargame; for an env defined elsewhere `BOT_MODULES` names Menger's module, else the env's own module is
-asked). Every bot follows one protocol, `act(observation, action_mask) -> action`, which a user's own bot follows
+asked). The keyword arguments the env is made with (`env.kwargs`) go to a `make_bot` that takes them, so a bot
+plays the game the env is (the wargame's map, teams and observation); one that takes none plays any. Every bot follows one protocol, `act(observation, action_mask) -> action`, which a user's own bot follows
 too. The actors' opponents and `menger match` build their bots here.
 """
 from __future__ import annotations
@@ -44,9 +45,9 @@ def bot_module(module: str) -> str:
     return BOT_MODULES.get(module, module)
 
 
-def env_bot(name: str, env_id: str, seed: int = 0, module_name: str | None = None):
-    """The env's own bot `name` (`alphabeta:4`, `focus-fire`): its bot module's `make_bot(name, seed=)`, or
-    `BOTS[name]` built with `seed=` (or nothing)."""
+def env_bot(name: str, env_id: str, seed: int = 0, module_name: str | None = None, env_kwargs: dict | None = None):
+    """The env's own bot `name` (`alphabeta:4`, `focus-fire`): its bot module's `make_bot(name, seed=)` (with
+    the env's `env_kwargs` when it takes keyword arguments), or `BOTS[name]` built with `seed=` (or nothing)."""
     module_name = module_name or bot_module(str(env_id).partition(":")[0])
     try:
         module = importlib.import_module(module_name)
@@ -64,10 +65,21 @@ def env_bot(name: str, env_id: str, seed: int = 0, module_name: str | None = Non
                        + f" Its bots ({module_name}.BOTS): {', '.join(bots)}")
     try:
         if make is not None:
-            return make(name, seed=seed)
+            return make(name, seed=seed, **_accepted(make, env_kwargs or {}))
         return construct(bots[base], seed)
     except (TypeError, ValueError) as exc:
         raise BotError(f"bot {name!r} of {env_id!r}: {exc}") from exc
+
+
+def _accepted(factory, kwargs: dict) -> dict:
+    """The keyword arguments `factory` takes: all with a ``**kwargs``, else those it names."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return dict(kwargs)
+    return {key: value for key, value in kwargs.items() if key in parameters and key not in ("name", "seed")}
 
 
 def construct(factory, seed: int):
@@ -80,14 +92,14 @@ def construct(factory, seed: int):
     return factory(seed=seed) if takes_seed else factory()
 
 
-def make_bot(spec: str, env_id: str, seed: int = 0):
-    """A bot for `env_id` from its spec (see the module doc)."""
+def make_bot(spec: str, env_id: str, seed: int = 0, env_kwargs: dict | None = None):
+    """A bot for `env_id` (made with `env_kwargs`) from its spec (see the module doc)."""
     if spec == "random":
         return RandomBot(seed)
     if spec == "alphabeta" or spec.startswith("alphabeta:"):
-        return env_bot(spec, env_id, seed)
+        return env_bot(spec, env_id, seed, env_kwargs=env_kwargs)
     if spec.startswith("bot:"):
-        return env_bot(spec[4:], env_id, seed)
+        return env_bot(spec[4:], env_id, seed, env_kwargs=env_kwargs)
     raise BotError(f"unknown opponent {spec!r}: use random, alphabeta:DEPTH (Connect Four), bot:NAME (the env's "
                    "scripted bots) or run:PATH (another run's policy)")
 

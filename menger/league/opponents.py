@@ -41,7 +41,7 @@ class FixedOpponents:
     `run:PATH`, the newest policy of another run (e.g. the main agent an exploiter is trained against), played
     frozen; its network must be the one this run builds (`template`)."""
 
-    def __init__(self, spec: str, env_id: str, seed: int, template=None):
+    def __init__(self, spec: str, env_id: str, seed: int, template=None, env_kwargs: dict | None = None):
         self.spec = spec
         self.rng = np.random.default_rng(seed)
         self.bot, self.frozen = None, None
@@ -50,7 +50,7 @@ class FixedOpponents:
                 raise ValueError(f"opponent {spec!r}: a run's policy needs the network to play it with")
             self.frozen = FrozenPolicy(template, run_parameters(spec[4:], template), torch.Generator().manual_seed(seed))
         elif spec != "random":
-            self.bot = make_bot(spec, env_id, seed)
+            self.bot = make_bot(spec, env_id, seed, env_kwargs)
 
     def assign(self, game: int) -> str:
         return self.spec
@@ -82,8 +82,10 @@ def run_parameters(run_dir: str, template) -> dict:
 class TableOpponents:
     """Opponents drawn from the league's published table (module doc); frozen players are built once and kept."""
 
-    def __init__(self, table_path: str | Path, store: SnapshotStore, template, env_id: str, seed: int):
+    def __init__(self, table_path: str | Path, store: SnapshotStore, template, env_id: str, seed: int,
+                 env_kwargs: dict | None = None):
         self.path, self.store, self.template, self.env_id = Path(table_path), store, template, env_id
+        self.env_kwargs = env_kwargs or {}
         self.rng = np.random.default_rng(seed)
         self.generator = torch.Generator().manual_seed(seed)
         self._stamp: tuple | None = None
@@ -141,7 +143,7 @@ class TableOpponents:
                 self._players[spec] = FrozenPolicy(self.template, params, self.generator)
                 self._evict()
             else:
-                self._players[spec] = make_bot(spec, self.env_id, int(self.rng.integers(2**31)))
+                self._players[spec] = make_bot(spec, self.env_id, int(self.rng.integers(2**31)), self.env_kwargs)
         return self._players[spec]
 
     def _newer(self, spec: str) -> str:

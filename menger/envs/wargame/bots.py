@@ -243,8 +243,10 @@ BOTS: dict[str, Callable[..., Bot]] = {
 }
 
 
-def make_bot(name: str, seed: int | None = 0, config: WargameConfig | None = None, **env_config) -> Bot:
-    """The bot ``name`` of ``BOTS`` for games of ``config`` (or of the keyword arguments' config)."""
+def make_bot(name: str, seed: int | None = 0, config: WargameConfig | None = None, render_mode: str | None = None,
+             **env_config) -> Bot:
+    """The bot ``name`` of ``BOTS`` for games of ``config`` (or of the keyword arguments' config: the env's own,
+    ``render_mode`` too, which a bot does not need)."""
     if name not in BOTS:
         raise ValueError(f"unknown wargame bot {name!r}; choose one of {sorted(BOTS)}")
     return BOTS[name](make_config(config, **env_config), seed)
