@@ -85,7 +85,8 @@ class WargameConfig:
         "each team then sees the game as red does, and one policy learns one game rather than two."))
     observe_planes: bool = field(True, doc=(
         "Observations start with the map as planes [C, H, W]; false: only the unit features (own, per ally and per "
-        "enemy slot), a vector a tenth the size that an MLP learns from faster. The bots read the map from the config."))
+        "enemy slot), a twentieth the size (91 floats for 5 v 5), which an MLP learns from faster. The bots then "
+        "read the map from the config."))
     relative_positions: bool = field(False, doc=(
         "Each ally and enemy slot also gets its row and column offsets from the observing unit and their distance, "
         "as SMAC's features are, so a policy need not work out from absolute cells who is near."))
