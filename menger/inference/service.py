@@ -64,6 +64,7 @@ class InferenceService:
         self._counts = {"forwards": 0, "requests": 0, "latency_s": 0.0}
         self._counted_since = time.monotonic()
         self._requests_total = 0
+        self._forwards_total = 0
         self.error: str | None = None
 
     def start(self):
@@ -87,11 +88,14 @@ class InferenceService:
 
     def metrics(self) -> dict[str, float]:
         """Means since the previous call: requests per forward, request-to-reply latency, requests per second;
-        and `inference/requests`, every request served so far (a run's last interval may have none)."""
+        and `inference/requests` and `inference/forwards`, every request served and forward run so far (a run's
+        last interval may have none: their ratio is the run's mean batch)."""
         counts, now = self._counts, time.monotonic()
         forwards, requests = counts["forwards"], counts["requests"]
         self._requests_total += requests
-        m = {"inference/requests": float(self._requests_total),"inference/batch_size_mean": requests / forwards if forwards else 0.0,
+        self._forwards_total += forwards
+        m = {"inference/requests": float(self._requests_total), "inference/forwards": float(self._forwards_total),
+             "inference/batch_size_mean": requests / forwards if forwards else 0.0,
              "inference/latency_ms_mean": 1000.0 * counts["latency_s"] / requests if requests else 0.0,
              "inference/requests_per_s": requests / max(now - self._counted_since, 1e-9),
              "inference/version": float(self.version)}

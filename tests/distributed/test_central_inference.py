@@ -137,8 +137,8 @@ def test_trainer_with_central_inference_runs_and_reports(tmp_path, quiet, launch
                        run_dir=str(tmp_path / "run"))
     m = result.final_metrics
     assert m["time/env_frames"] >= 4000 and m["transport/duplicates"] == 0
-    assert 1.0 <= m["inference/batch_size_mean"] <= 2.0
-    assert m["inference/latency_ms_mean"] > 0.0
+    # the means are per interval, and the run's last interval may have served none: the run's totals
+    assert m["inference/forwards"] > 0 and 1.0 <= m["inference/requests"] / m["inference/forwards"] <= 2.0
 
 
 @pytest.mark.slow

@@ -157,7 +157,9 @@ def test_central_inference_on_the_ray_launcher_acts_for_every_actor_step(cluster
     # every env step of every actor was acted by the service: one request per actor step (B envs)
     assert service.requests_answered * config.runtime.envs_per_actor >= metrics["time/env_frames_produced"]
     assert metrics["time/env_frames"] >= 2048 and service.error is None
-    assert 1.0 <= metrics["inference/batch_size_mean"] <= 2.0 and metrics["inference/latency_ms_mean"] > 0
+    # the means are per interval, and the run's last interval may have served none: the run's totals
+    requests, forwards = metrics["inference/requests"], metrics["inference/forwards"]
+    assert forwards > 0 and 1.0 <= requests / forwards <= 2.0
     assert 1 <= metrics["inference/version"] <= metrics["learner/version"]  # it followed the published versions
     assert metrics["learner/policy_lag_max"] == 0 and metrics["transport/duplicates"] == 0
 
