@@ -124,17 +124,18 @@ def test_a_killed_search_goes_on_where_it_was(tmp_path):
     while time.monotonic() < deadline:
         trials = _study_trials(out)
         states = [t.state for t in trials]
-        if optuna.trial.TrialState.COMPLETE in states and optuna.trial.TrialState.RUNNING in states:
+        drawn = any(t.state == optuna.trial.TrialState.RUNNING and len(t.params) == 2 for t in trials)  # all drawn
+        if optuna.trial.TrialState.COMPLETE in states and drawn:
             break
         assert child.poll() is None, child.stderr.read().decode()[-2000:]
         time.sleep(0.05)
     else:
-        pytest.fail("the search never had a finished trial and a running one")
+        pytest.fail("the search never had a finished trial and a running one with its values drawn")
     os.killpg(child.pid, signal.SIGKILL)
     child.wait(30)
     before = {t.number: t for t in _study_trials(out)}
     first = next(t for t in before.values() if t.state == optuna.trial.TrialState.COMPLETE)
-    interrupted = next(t for t in before.values() if t.state == optuna.trial.TrialState.RUNNING)
+    interrupted = next(t for t in before.values() if t.state == optuna.trial.TrialState.RUNNING and len(t.params) == 2)
 
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
