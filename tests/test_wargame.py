@@ -125,7 +125,8 @@ def test_unit_features_can_stand_alone_and_give_offsets_from_the_observer():
     red = layout.split(out.obs["observation"][0, 0])                 # the sniper at (0, 0); rows / 2, cols / 4
     ally, enemy = dict(zip(layout.ally_names, red["allies"][1])), dict(zip(layout.enemy_names, red["enemies"][0]))
     diagonal = np.hypot(2, 4)
-    assert (ally["d_row"], ally["d_col"]) == (1.0, 0.25) and ally["distance"] == pytest.approx(np.hypot(2, 1) / diagonal)
+    assert (ally["d_row"], ally["d_col"]) == (1.0, 0.25)
+    assert ally["distance"] == pytest.approx(np.hypot(2, 1) / diagonal)
     assert (enemy["d_row"], enemy["d_col"]) == (0.0, 1.0) and enemy["distance"] == pytest.approx(4 / diagonal)
     assert red["allies"][0][list(layout.ally_names).index("distance")] == 0.0          # itself
     blue = layout.split(out.obs["observation"][0, 2])                # the blue sniper at (0, 4) sees the red tank

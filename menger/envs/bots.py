@@ -7,8 +7,9 @@ A spec is `random` (uniform over the legal moves), `alphabeta:DEPTH` (Connect Fo
 `bot:NAME`: a bot of the env's bot module, its `make_bot(name, seed=)` or `BOTS[name]` (`menger.envs.wargame`
 for the wargame; for an env defined elsewhere `BOT_MODULES` names Menger's module, else the env's own module is
 asked). The keyword arguments the env is made with (`env.kwargs`) go to a `make_bot` that takes them, so a bot
-plays the game the env is (the wargame's map, teams and observation); one that takes none plays any. Every bot follows one protocol, `act(observation, action_mask) -> action`, which a user's own bot follows
-too. The actors' opponents and `menger match` build their bots here.
+plays the game the env is (the wargame's map, teams and observation); one that takes none plays any. Every bot
+follows one protocol, `act(observation, action_mask) -> action`, which a user's own bot follows too. The actors'
+opponents and `menger match` build their bots here.
 """
 from __future__ import annotations
 
