@@ -104,6 +104,9 @@ class ModelConfig:
         "then the MLP")
     hidden: tuple[int, ...] = field((64, 64), doc="MLP layer sizes (the CNN uses the last one for its dense layer)")
     board_channels: tuple[int, ...] = field((64, 64), doc="encoder board: the channels of each 3x3 convolution")
+    board_mirror: bool = field(False, doc="encoder board with one action per column (Connect Four): the policy and "
+                               "value of the board mirrored left to right are those of the board, with the "
+                               "actions mirrored too (each forward reads both and averages them: twice the cost)")
     activation: Literal["tanh", "relu"] = field("tanh", doc="MLP activation")
     lstm_size: int = field(0, min=0, doc="size of an LSTM core after the encoder; 0 = no recurrent core")
     separate_value: bool = field(True, doc="give the value head its own MLP encoder (MLP encoders only)")
@@ -125,6 +128,9 @@ class ModelConfig:
         if not self.board_channels or any(size < 1 for size in self.board_channels):
             raise ConfigError(f"model.board_channels={list(self.board_channels)}: give one channel count >= 1 per "
                               "convolution, e.g. model.board_channels=[64,64]")
+        if self.board_mirror and self.encoder != "board":
+            raise ConfigError(f"model.board_mirror=true mirrors the board of model.encoder=board; model.encoder is "
+                              f"{self.encoder!r}: set model.encoder=board, or unset model.board_mirror")
         if any(size < 1 for size in self.hidden):
             raise ConfigError(f"model.hidden={list(self.hidden)}: every layer needs at least one unit; "
                               "write the sizes you want, e.g. model.hidden=[64,64]")

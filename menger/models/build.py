@@ -17,6 +17,9 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
     Gaussian actor (algo sac). `normalize` (`env.normalize`): with `obs` set, the policy network's first layer
     normalises observations (`menger.models.normalize.ObsNormalizer`). `model.agents=K > 0`: K independent
     policy networks, each row acting with its agent's (`menger.models.agents.AgentBank`)."""
+    if model_cfg.board_mirror and algo in ("r2d2", "apex", "gorila", "sac"):
+        raise ValueError(f"model.board_mirror=true is built into the policy network of ppo, impala, appo and a3c; algo "
+                         f"{algo} builds its own network without it: unset model.board_mirror")
     if algo == "r2d2":
         return RecurrentQNetwork(obs_space, action_space, lstm_size=model_cfg.lstm_size, encoder=model_cfg.encoder,
                                  hidden=tuple(model_cfg.hidden), activation=model_cfg.activation,
@@ -33,6 +36,7 @@ def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo:
         activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
         network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
         separate_value=model_cfg.separate_value, board_channels=tuple(model_cfg.board_channels),
+        board_mirror=model_cfg.board_mirror,
         obs_clip=normalize.clip_obs if normalize is not None and normalize.obs else None,
     )
     agents = getattr(model_cfg, "agents", 0)

@@ -105,6 +105,7 @@ class BoardCNN(nn.Module):
             raise ValueError(f"model.encoder=board needs a board [H, W, C] (channels last, as PettingZoo's classic "
                              f"games have it); got {board}: use model.encoder=mlp, or cnn for [C, H, W] images")
         height, width, planes = board.shape
+        self.height, self.width = height, width
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
         layers: list[nn.Module] = []
         for out in channels:

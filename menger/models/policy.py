@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from menger.models.actions import MASKED_LOGIT, ActionCodec, ActionHead
-from menger.models.encoders import CRITIC_KEY, MASK_KEY, MLPEncoder, build_encoder, has_critic_state, without
+from menger.models.encoders import CRITIC_KEY, MASK_KEY, BoardCNN, MLPEncoder, build_encoder, has_critic_state, without
 from menger.models.normalize import ObsNormalizer
 
 
@@ -82,9 +82,10 @@ class Policy(nn.Module):
                  hidden: tuple[int, ...] = (64, 64), activation: str = "tanh", lstm_size: int = 0,
                  network: str | None = None, network_kwargs: dict | None = None, init_log_std: float = 0.0,
                  separate_value: bool = True, obs_clip: float | None = None,
-                 board_channels: tuple[int, ...] = (64, 64)):
+                 board_channels: tuple[int, ...] = (64, 64), board_mirror: bool = False):
         """`obs_clip`: normalise observations by running statistics the trainer writes in (`ObsNormalizer`),
-        clipped to +-obs_clip; None: the network sees them as they come."""
+        clipped to +-obs_clip; None: the network sees them as they come. `board_mirror`: the board encoder's
+        policy is the same on a board and on its mirror image, with the actions (one per column) mirrored too."""
         super().__init__()
         self.codec = ActionCodec(action_space, "ppo")  # refuses what no policy-gradient head can act in
         self.obs_space, self.action_space = obs_space, self.codec.space
@@ -96,6 +97,10 @@ class Policy(nn.Module):
             _check_mask(obs_space[MASK_KEY], self.head.num_params, action_space)
         self.masks = self.has_mask and self.head.categorical_only
         self.lstm_size = lstm_size
+        self.mirror = board_mirror
+        if board_mirror and network:
+            raise ValueError(f"model.board_mirror=true mirrors the board encoder's board; model.network={network!r} "
+                             "is a network of your own: mirror the board in it, or unset model.board_mirror")
         self.critic = has_critic_state(obs_space)  # a centralised critic: the value function alone reads it
         if self.critic and not separate_value:
             raise ValueError(f"the observation has a {CRITIC_KEY!r} entry, which only the value function may see, so "
@@ -139,6 +144,18 @@ class Policy(nn.Module):
         if self.head.num_gaussian:
             self.log_std = nn.Parameter(torch.full((self.head.num_gaussian,), float(init_log_std)))
         _orthogonal_init(self, skip=self.encoder if network else None)
+        if board_mirror:
+            self._check_mirror(action_space)
+
+    def _check_mirror(self, action_space: gym.Space) -> None:
+        if not isinstance(self.encoder, BoardCNN) or self.core is not None:
+            raise ValueError("model.board_mirror=true needs model.encoder=board and no recurrent core "
+                             "(model.lstm_size=0): it mirrors the board the board encoder reads")
+        width = self.encoder.width
+        if not (isinstance(action_space, gym.spaces.Discrete) and action_space.n == width):
+            raise ValueError(f"model.board_mirror=true mirrors one action per column of the board [H, W={width}, C]; "
+                             f"the actions are {action_space}: it fits games played by columns (Connect Four), "
+                             "so unset model.board_mirror for this one")
 
     def _check_custom(self, network: str) -> None:
         """One forward on zeros: a network whose outputs do not fit the action space fails here, saying so."""
@@ -169,6 +186,17 @@ class Policy(nn.Module):
             obs = {key: value for key, value in obs.items() if key != CRITIC_KEY}
         return self.encoder(obs)
 
+    def _mirrored_heads(self, obs):
+        """The heads on the board and on its mirror image in one batch, averaged: the mirror's logits read with
+        the columns reversed, so a move and its mirror image get one logit (and the two boards one value)."""
+        key, n = self.encoder.board_key, len(obs[self.encoder.board_key] if self.encoder.board_key else obs)
+        if key:
+            both = {k: torch.cat([v, v.flip(2) if k == key else v]) for k, v in obs.items()}
+        else:
+            both = torch.cat([obs, obs.flip(2)])
+        out, value = self._heads(both, self._features(both))
+        return 0.5 * (out[:n] + out[n:].flip(-1)), 0.5 * (value[:n] + value[n:])
+
     def _heads(self, obs, features: torch.Tensor):
         out = self.pi(features)
         src = self.value_encoder(obs) if self.value_encoder is not None else features
@@ -196,6 +224,9 @@ class Policy(nn.Module):
         if self.custom is not None:
             out, value = self.custom(obs)
             return self._masked(out, obs), value, state
+        if self.mirror:
+            out, value = self._mirrored_heads(obs)
+            return self._masked(out, obs), value, state
         features = self._features(obs)
         if self.core is not None:
             h, c = self.core(features, (state[0], state[1]))
@@ -205,7 +236,7 @@ class Policy(nn.Module):
 
     def action_params(self, obs, state: torch.Tensor | None = None):
         """The action head alone (no value): what acting needs, about a third cheaper with a separate value MLP."""
-        if self.custom is not None or self.value_encoder is None:
+        if self.custom is not None or self.value_encoder is None or self.mirror:
             out, _, state = self.forward(obs, state)
             return out, state
         features = self._features(self._normalized(obs))  # a centralised critic's input is not needed here
