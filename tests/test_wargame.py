@@ -120,7 +120,8 @@ def test_each_team_sees_the_map_from_its_own_side():
 def test_unit_features_can_stand_alone_and_give_offsets_from_the_observer():
     game = small_game(team=("sniper", "tank"), observe_planes=False, relative_positions=True)
     layout = game.layout
-    assert layout.plane_size == 0 and layout.size == len(layout.self_names) + 2 * 2 * len(layout.ally_names)
+    assert layout.plane_size == 0 and layout.size == (len(layout.self_names) + 2 * 2 * len(layout.ally_names)
+                                                      + 1 * len(layout.point_names))   # one capture point
     out = game.set_units(0, [cell(0, 0), cell(2, 1), cell(0, 4), cell(2, 4)])
     red = layout.split(out.obs["observation"][0, 0])                 # the sniper at (0, 0); rows / 2, cols / 4
     ally, enemy = dict(zip(layout.ally_names, red["allies"][1])), dict(zip(layout.enemy_names, red["enemies"][0]))
@@ -132,6 +133,14 @@ def test_unit_features_can_stand_alone_and_give_offsets_from_the_observer():
     blue = layout.split(out.obs["observation"][0, 2])                # the blue sniper at (0, 4) sees the red tank
     tank = dict(zip(layout.enemy_names, blue["enemies"][1]))
     assert (tank["d_row"], tank["d_col"]) == (1.0, -0.75)
+    # the capture point at (0, 2), which the planes showed: no one holds it, where it is, how far
+    point = dict(zip(layout.point_names, red["points"][0]))
+    assert point == pytest.approx({"held": 0.0, "row": 0.0, "col": 0.5, "d_row": 0.0, "d_col": 0.5,
+                                   "distance": 2 / diagonal})
+    assert dict(zip(layout.point_names, blue["points"][0]))["d_col"] == -0.5
+    out = game.set_units(0, [cell(0, 2), cell(2, 1), cell(0, 4), cell(2, 4)])     # the red sniper takes it
+    held = layout.split(out.obs["observation"][0])["points"][:, 0, 0]           # each agent's "held"
+    assert held.tolist() == [1.0, 1.0, -1.0, -1.0]
 
 
 @pytest.mark.parametrize("options", [{}, {"observe_planes": False}, {"relative_positions": True},

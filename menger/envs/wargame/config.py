@@ -85,10 +85,11 @@ class WargameConfig:
         "each team then sees the game as red does, and one policy learns one game rather than two."))
     observe_planes: bool = field(True, doc=(
         "Observations start with the map as planes [C, H, W]; false: only the unit features (own, per ally and per "
-        "enemy slot), a twentieth the size (91 floats for 5 v 5), which an MLP learns from faster. The bots then "
-        "read the map from the config."))
+        "enemy slot) and one row per capture point (who holds it, where it is), a twentieth the size (97 floats for "
+        "5 v 5 on the default map), which an MLP learns from faster. The bots then read the map from the config."))
     relative_positions: bool = field(False, doc=(
-        "Each ally and enemy slot also gets its row and column offsets from the observing unit and their distance, "
+        "Each ally and enemy slot (and capture point, without the planes) also gets its row and column offsets from "
+        "the observing unit and their distance, "
         "as SMAC's features are, so a policy need not work out from absolute cells who is near."))
     team_spirit: float = field(0.0, doc=(
         "OpenAI Five's team spirit: each unit in the game that step gets (1 - this) x its own reward + this x "

@@ -53,8 +53,9 @@ class ObservationLayout:
     ``planes`` [C, H, W] from the agent's team's view: walls, capture zones, capture owner (+1 own team, -1
     enemy), self, allies' hp fraction, enemies' hp fraction, ally type one-hot (T planes), enemy type one-hot
     (T), cells the team sees (none with ``observe_planes: false``). Then ``self`` (its own stats), ``allies``
-    [n, ...] and ``enemies`` [n, ...] per slot: enemy slot j is the target of action ``attack_action(j)``. With
-    ``relative_positions`` each slot ends with its row and column offsets from the observer and their distance.
+    [n, ...] and ``enemies`` [n, ...] per slot: enemy slot j is the target of action ``attack_action(j)``. Without
+    planes, ``points`` [P, ...] then says what they showed of the capture points: who holds each and where. With
+    ``relative_positions`` each slot and point ends with its offsets from the observer and their distance.
     """
 
     height: int
@@ -66,6 +67,8 @@ class ObservationLayout:
     self_names: tuple[str, ...]
     ally_names: tuple[str, ...]
     enemy_names: tuple[str, ...]
+    num_points: int = 0
+    point_names: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, config: WargameConfig) -> "ObservationLayout":
@@ -81,6 +84,9 @@ class ObservationLayout:
              "enemy_score"),
             ("alive", "hp", *(f"is_{name}" for name in types), "row", "col", "ready", *relative),
             ("visible", "hp", *(f"is_{name}" for name in types), "row", "col", "attackable", *relative),
+            # without planes, what they held of the capture points: one row per point
+            0 if config.observe_planes else len(game_map.capture_cells),
+            () if config.observe_planes else ("held", "row", "col", *relative),
         )
 
     @property
@@ -90,7 +96,8 @@ class ObservationLayout:
     @property
     def size(self) -> int:
         return (self.plane_size + len(self.self_names)
-                + self.num_units * (len(self.ally_names) + len(self.enemy_names)))
+                + self.num_units * (len(self.ally_names) + len(self.enemy_names))
+                + self.num_points * len(self.point_names))
 
     @property
     def num_actions(self) -> int:
@@ -101,15 +108,18 @@ class ObservationLayout:
         return 1 + self.num_moves + enemy_slot
 
     def split(self, obs: np.ndarray) -> dict[str, np.ndarray]:
-        """Views of ``obs`` [..., D]: planes [..., C, H, W], self [..., S], allies / enemies [..., n, F]."""
+        """Views of ``obs`` [..., D]: planes [..., C, H, W], self [..., S], allies / enemies [..., n, F], points
+        [..., P, F] (P = 0 with the planes)."""
         lead = obs.shape[:-1]
         n, cut = self.num_units, self.plane_size
         ally_end = cut + len(self.self_names) + n * len(self.ally_names)
+        enemy_end = ally_end + n * len(self.enemy_names)
         return {
             "planes": obs[..., :cut].reshape(*lead, len(self.plane_names), self.height, self.width),
             "self": obs[..., cut:cut + len(self.self_names)],
             "allies": obs[..., cut + len(self.self_names):ally_end].reshape(*lead, n, len(self.ally_names)),
-            "enemies": obs[..., ally_end:].reshape(*lead, n, len(self.enemy_names)),
+            "enemies": obs[..., ally_end:enemy_end].reshape(*lead, n, len(self.enemy_names)),
+            "points": obs[..., enemy_end:].reshape(*lead, self.num_points, len(self.point_names)),
         }
 
 
@@ -406,10 +416,28 @@ class WargameBatch:
                 part[..., 6 + T] = d_col / max(W - 1, 1) * shown
                 part[..., 7 + T] = self.map.distance[self.position[..., None], self.position[:, slots]] \
                     / self._diagonal * shown
+        if self.layout.num_points:
+            self._observe_points(parts["points"], row, col)
         obs *= self.alive[..., None]
         if self.config.rotate_blue:
             self._turn_half(parts, n)
         return {"observation": obs, "action_mask": self.action_masks()}
+
+    def _observe_points(self, points: np.ndarray, row: np.ndarray, col: np.ndarray) -> None:
+        """Fill ``points`` [G, A, P, F]: who holds each capture point (+1 the agent's team, -1 the enemy, 0 no one),
+        its row and column, and with ``relative_positions`` its offsets from the agent and their distance. The
+        points come in the reading order of their cells (row by row), as the agent's view shows the map."""
+        H, W = self.map.height, self.map.width
+        held = self.held_points().astype(np.float32)                                       # [G, 2, P]
+        owner = held[:, 0] - held[:, 1]                                                     # [G, P] red +1
+        points[..., 0] = np.where((self.team == 0)[None, :, None], owner[:, None], -owner[:, None])
+        point_row, point_col = np.divmod(self.map.capture_cells, W)
+        points[..., 1] = point_row / max(H - 1, 1)
+        points[..., 2] = point_col / max(W - 1, 1)
+        if self.config.relative_positions:
+            points[..., 3] = (point_row - row[..., None]) / max(H - 1, 1)
+            points[..., 4] = (point_col - col[..., None]) / max(W - 1, 1)
+            points[..., 5] = self.map.distance[self.position[..., None], self.map.capture_cells] / self._diagonal
 
     def _observe_planes(self, obs: np.ndarray, hp_fraction: np.ndarray) -> None:
         """Fill the planes at the front of ``obs`` [G, A, D]: the map from each agent's team's view."""
@@ -452,6 +480,8 @@ class WargameBatch:
         if self.config.relative_positions:
             for name in ("allies", "enemies"):
                 parts[name][:, n:, :, 5 + T:7 + T] *= -1.0
+            if self.layout.num_points:
+                parts["points"][:, n:, :, 3:5] *= -1.0
         for column, size in ((2 + T, self.map.height), (3 + T, self.map.width)):
             last = max(size - 1, 1)
             for name in ("self", "allies", "enemies"):
@@ -459,6 +489,13 @@ class WargameBatch:
                 where = part[..., 0] > 0                      # its hp, ally alive, enemy visible: the unit is shown
                 turned = ((size - 1 - np.rint(part[..., column] * last)) / last).astype(np.float32)
                 part[..., column] = np.where(where, turned, 0.0)
+        # points come in the reading order of their cells as the agent's view shows the map: turned, the last first
+        parts["points"][:, n:] = parts["points"][:, n:, ::-1].copy()
+        alive = self.alive[:, n:, None]                       # a capture point is always shown, to the living
+        for column, size in ((1, self.map.height), (2, self.map.width)) if self.layout.num_points else ():
+            last = max(size - 1, 1)
+            part = parts["points"][:, n:]
+            part[..., column] = np.where(alive, ((size - 1 - np.rint(part[..., column] * last)) / last), 0.0)
 
     def state(self) -> np.ndarray:
         """[G, S] float32 global state for a centralised critic: the full map, red first, no fog."""
