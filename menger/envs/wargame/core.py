@@ -480,8 +480,6 @@ class WargameBatch:
         if self.config.relative_positions:
             for name in ("allies", "enemies"):
                 parts[name][:, n:, :, 5 + T:7 + T] *= -1.0
-            if self.layout.num_points:
-                parts["points"][:, n:, :, 3:5] *= -1.0
         for column, size in ((2 + T, self.map.height), (3 + T, self.map.width)):
             last = max(size - 1, 1)
             for name in ("self", "allies", "enemies"):
@@ -489,13 +487,19 @@ class WargameBatch:
                 where = part[..., 0] > 0                      # its hp, ally alive, enemy visible: the unit is shown
                 turned = ((size - 1 - np.rint(part[..., column] * last)) / last).astype(np.float32)
                 part[..., column] = np.where(where, turned, 0.0)
-        # points come in the reading order of their cells as the agent's view shows the map: turned, the last first
-        parts["points"][:, n:] = parts["points"][:, n:, ::-1].copy()
-        alive = self.alive[:, n:, None]                       # a capture point is always shown, to the living
-        for column, size in ((1, self.map.height), (2, self.map.width)) if self.layout.num_points else ():
+        if self.layout.num_points:
+            self._turn_points(parts["points"][:, n:], self.alive[:, n:, None])
+
+    def _turn_points(self, points: np.ndarray, alive: np.ndarray) -> None:
+        """Turn blue's capture-point rows [G, n, P, F] half a turn in place: the points come in the reading order
+        of their cells as the turned view shows the map (the last first), rows and columns turn, offsets change
+        sign. A point is shown to every living unit."""
+        points[:] = points[:, :, ::-1].copy()
+        for column, size in ((1, self.map.height), (2, self.map.width)):
             last = max(size - 1, 1)
-            part = parts["points"][:, n:]
-            part[..., column] = np.where(alive, ((size - 1 - np.rint(part[..., column] * last)) / last), 0.0)
+            points[..., column] = np.where(alive, (size - 1 - np.rint(points[..., column] * last)) / last, 0.0)
+        if self.config.relative_positions:
+            points[..., 3:5] *= -1.0
 
     def state(self) -> np.ndarray:
         """[G, S] float32 global state for a centralised critic: the full map, red first, no fog."""
