@@ -189,8 +189,9 @@ class Policy(nn.Module):
     def _mirrored_heads(self, obs):
         """The heads on the board and on its mirror image in one batch, averaged: the mirror's logits read with
         the columns reversed, so a move and its mirror image get one logit (and the two boards one value)."""
-        key, n = self.encoder.board_key, len(obs[self.encoder.board_key] if self.encoder.board_key else obs)
-        if key:
+        key = self.encoder.board_key
+        n = len(obs[key] if key else obs)
+        if key:  # [N, H, W, C]: dim 2 is the board's columns
             both = {k: torch.cat([v, v.flip(2) if k == key else v]) for k, v in obs.items()}
         else:
             both = torch.cat([obs, obs.flip(2)])
