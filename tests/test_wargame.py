@@ -143,6 +143,20 @@ def test_unit_features_can_stand_alone_and_give_offsets_from_the_observer():
     assert held.tolist() == [1.0, 1.0, -1.0, -1.0]
 
 
+def test_without_planes_the_global_state_keeps_the_units_and_says_who_holds_each_point():
+    """The critic's state drops the planes with the observation's, and keeps all they showed on the fixed map."""
+    full, compact = (small_game(team=("sniper", "tank"), observe_planes=planes) for planes in (True, False))
+    units = [cell(0, 2), cell(2, 1), cell(0, 4), cell(2, 4)]                   # the red sniper holds the point
+    for game in (full, compact):
+        game.set_units(0, units, hp=[8, 20, 5, 24])
+    planes = full.state()[0, :-(4 * (5 + 2) + 3)]
+    assert compact.state_size == 1 + 4 * (5 + 2) + 3 and compact.state().shape == (1, compact.state_size)
+    assert np.array_equal(compact.state()[0, :-4], full.state()[0, len(planes):-3])   # a row per unit
+    assert compact.state()[0, -4] == 1.0                                        # red holds the one point
+    assert np.array_equal(compact.state()[0, -3:], full.state()[0, -3:])       # the time and the scores
+    assert parallel_env(observe_planes=False).state_space.shape == (10 * (5 + 3) + 2 + 3,)
+
+
 @pytest.mark.parametrize("options", [{}, {"observe_planes": False}, {"relative_positions": True},
                                      {"rotate_blue": True, "observe_planes": False, "relative_positions": True}])
 def test_the_bots_play_the_same_games_whatever_the_observation_holds(options):

@@ -86,7 +86,8 @@ class WargameConfig:
     observe_planes: bool = field(True, doc=(
         "Observations start with the map as planes [C, H, W]; false: only the unit features (own, per ally and per "
         "enemy slot) and one row per capture point (who holds it, where it is), a twentieth the size (97 floats for "
-        "5 v 5 on the default map), which an MLP learns from faster. The bots then read the map from the config."))
+        "5 v 5 on the default map), which an MLP learns from faster. The bots then read the map from the config, and "
+        "the global state() drops its planes too (85 floats instead of 1,667)."))
     relative_positions: bool = field(False, doc=(
         "Each ally and enemy slot (and capture point, without the planes) also gets its row and column offsets from "
         "the observing unit and their distance, "

@@ -502,28 +502,43 @@ class WargameBatch:
             points[..., 3:5] *= -1.0
 
     def state(self) -> np.ndarray:
-        """[G, S] float32 global state for a centralised critic: the full map, red first, no fog."""
+        """[G, S] float32 global state for a centralised critic, red first, no fog: the map as planes (unless
+        ``observe_planes`` is off), then a row per unit (alive, hit points, row, column, cooldown, type one-hot),
+        then who holds each capture point (+1 red, -1 blue, 0 no one), the time and the two capture scores.
+
+        Without the planes nothing is lost on a config's one fixed map: the walls and zones never change, and
+        the units' rows and the points' holders say what the other planes showed, in a twentieth the floats."""
         G, A = self.num_games, self.num_agents
-        cells, T = self.map.cells, self.layout.num_types
-        planes = np.zeros((G, 5 + 2 * T, cells), dtype=np.float32)
-        planes[:, 0] = self.map.walls.ravel()
-        planes[:, 1] = self._capture_zone
         held = self.held_points().astype(np.float32)
-        planes[:, 2] = (held[:, 0] - held[:, 1]) @ self.map.capture_zone.astype(np.float32)
         hp_fraction = (self.hp / self.max_hp).astype(np.float32) * self.alive
-        for a in range(A):
-            team = int(self.team[a])
-            planes[np.arange(G), 3 + team, self.position[:, a]] += hp_fraction[:, a]
-            planes[np.arange(G), 5 + team * T + self.unit_type[a], self.position[:, a]] += self.alive[:, a]
+        parts = [self._state_planes(held, hp_fraction).reshape(G, -1)] if self.config.observe_planes else []
         row, col = np.divmod(self.position, self.map.width)
         units = np.stack([self.alive, hp_fraction, row / max(self.map.height - 1, 1),
                           col / max(self.map.width - 1, 1), self.cooldown / self.cooldown_steps], -1)
         units = np.concatenate([units * self.alive[..., None], self.type_one_hot[None].repeat(G, 0)], -1)
-        extra = np.concatenate([(self.steps / self.config.max_steps)[:, None],
-                                np.minimum(self.score / self.config.capture_score_to_win, 1.0)], 1)
-        return np.concatenate([planes.reshape(G, -1), units.reshape(G, -1), extra], 1).astype(np.float32)
+        parts.append(units.reshape(G, -1))
+        if not self.config.observe_planes:
+            parts.append(held[:, 0] - held[:, 1])  # [G, P]: the holder of each point
+        parts.append(np.concatenate([(self.steps / self.config.max_steps)[:, None],
+                                     np.minimum(self.score / self.config.capture_score_to_win, 1.0)], 1))
+        return np.concatenate(parts, 1).astype(np.float32)
+
+    def _state_planes(self, held: np.ndarray, hp_fraction: np.ndarray) -> np.ndarray:
+        """[G, 5 + 2T, H*W]: walls, capture zones, capture owner (+1 red, -1 blue), red's and blue's hit points,
+        a type one-hot per team."""
+        G, A, T = self.num_games, self.num_agents, self.layout.num_types
+        planes = np.zeros((G, 5 + 2 * T, self.map.cells), dtype=np.float32)
+        planes[:, 0] = self.map.walls.ravel()
+        planes[:, 1] = self._capture_zone
+        planes[:, 2] = (held[:, 0] - held[:, 1]) @ self.map.capture_zone.astype(np.float32)
+        for a in range(A):
+            team = int(self.team[a])
+            planes[np.arange(G), 3 + team, self.position[:, a]] += hp_fraction[:, a]
+            planes[np.arange(G), 5 + team * T + self.unit_type[a], self.position[:, a]] += self.alive[:, a]
+        return planes
 
     @property
     def state_size(self) -> int:
-        T = self.layout.num_types
-        return (5 + 2 * T) * self.map.cells + self.num_agents * (5 + T) + 3
+        T, P = self.layout.num_types, len(self.map.capture_cells)
+        map_part = (5 + 2 * T) * self.map.cells if self.config.observe_planes else P
+        return map_part + self.num_agents * (5 + T) + 3
