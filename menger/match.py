@@ -32,6 +32,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -386,8 +387,12 @@ def match_env(player_spec: str, env_id: str | None, allow_import=()) -> tuple[st
 
         env = load_run_config(player_spec, allow_import).env
         return env.id, dict(env.kwargs)
+    if "/" in player_spec or os.sep in player_spec:  # no bot's name holds a path separator
+        raise MatchError(f"no run directory at {player_spec}: check the path, or train one there "
+                         f"(menger train PRESET --run-dir {player_spec})")
     raise MatchError(f"the player {player_spec!r} is a bot, which plays any env: name the game with --env ENV_ID, "
-                     "e.g. --env pettingzoo.classic.connect_four_v3:env")
+                     "e.g. --env pettingzoo.classic.connect_four_v3:env (or, if it is a run directory, there is "
+                     "none at that path)")
 
 
 def format_result(result: MatchResult, title: str) -> str:

@@ -151,6 +151,13 @@ def test_the_command_refuses_a_factory_it_may_not_import(capsys):
     assert "--env ENV_ID" in capsys.readouterr().err
 
 
+def test_a_run_directory_that_is_not_there_is_named_as_missing_not_taken_for_a_bot(tmp_path, capsys):
+    missing = str(tmp_path / "runs" / "nope")
+    assert main(["match", missing, "--opponent", "bot:focus-fire", "--games", "2"]) == 1
+    err = capsys.readouterr().err
+    assert f"no run directory at {missing}" in err and "is a bot" not in err
+
+
 def test_the_command_line_plays_a_user_factory_and_prints_json():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
     done = subprocess.run([sys.executable, "-m", "menger.cli", "match", "alphabeta:1", "--env", CONNECT_FOUR,
