@@ -4,9 +4,9 @@
   against Menger's self-play: `MultiAgentVecEnv` of `--games` games in which the learned side acts with a policy
   network and the other side with a frozen snapshot of it from the `SnapshotStore` (both batched across the
   games), torch on one thread. Games/s, medians of `--repeats` windows.
-* **Wargame**: raw env game steps/s with random allowed actions (the vectorised core at 8 games) against the
-  game steps/s learned from in a `wargame-mappo` run of `--train-s` seconds on this machine (2 actor processes,
-  the learner in this one; the other team played by the scripted bots and its snapshots).
+* **Wargame**: raw env game steps/s with random allowed actions (the vectorised core at 8 games, with the
+  preset's env options) against the game steps/s learned from in a `wargame-mappo` run of `--train-s` seconds on
+  this machine (2 actor processes, the learner in this one; the other team played by focus-fire).
 * **Connect Four training**: games/s of a `connect4-selfplay` run of `--train-s` seconds (against random and its
   snapshots: the alpha-beta opponents are left out, their search would be what is measured).
 
@@ -34,8 +34,8 @@ from wargame_env import batch_rate  # noqa: E402
 
 from menger import api  # noqa: E402
 from menger.envs.multiagent import MultiAgentVecEnv  # noqa: E402
-from menger.envs.wargame import WargameConfig  # noqa: E402
-from menger.experiment import ExperimentConfig  # noqa: E402
+from menger.envs.wargame import make_config  # noqa: E402
+from menger.experiment import ExperimentConfig, load_experiment  # noqa: E402
 from menger.league.snapshots import FrozenPolicy, SnapshotStore  # noqa: E402
 from menger.models import build_policy  # noqa: E402
 
@@ -93,10 +93,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Connect Four, one core: PettingZoo random play {statistics.median(rates):,.0f} games/s; Menger self-play "
           f"({args.games} games, both sides a policy network, one a frozen snapshot) "
           f"{statistics.median(selfplay):,.0f} games/s; ratio {statistics.median(selfplay) / statistics.median(rates):.2f}")
-    units = WargameConfig().num_units
-    raw = statistics.median(batch_rate(8, args.seconds, WargameConfig()) for _ in range(args.repeats))
+    game = make_config(**load_experiment("wargame-mappo").env.kwargs)  # the game the preset trains on
+    units = game.num_units
+    raw = statistics.median(batch_rate(8, args.seconds, game) for _ in range(args.repeats))
     print(f"wargame raw env, 8 games, random actions: {raw:,.0f} game steps/s ({raw * 2 * units:,.0f} agent steps "
-          f"of both teams)")
+          f"of both teams; wargame-mappo's env options)")
     if args.train_s > 0:
         wargame = training("wargame-mappo", args.train_s, [])
         steps = wargame["time/env_frames"] / units / wargame["time/wall_s"]  # a frame: one learned agent's step
