@@ -337,9 +337,10 @@ class RunPlayer:
 
 
 def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), seed: int = 0,
-               deterministic: bool = True) -> RunPlayer:
+               deterministic: bool | None = None) -> RunPlayer:
     """The newest policy of a multi-agent run as a `RunPlayer`. A league run has one per learner: `policy` names
-    it (default: its first main agent)."""
+    it (default: its first main agent). It takes its most likely action with `deterministic`, samples with
+    ``False``, and by default plays as its config's `env.multiagent.match_actions` says."""
     from menger.envs import make_vec_env
     from menger.league_runner import player_dirs
 
@@ -360,4 +361,6 @@ def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), 
     if not sides:
         raise ValueError(f"{run_dir} trained on {cfg.env.id!r}, which is not a multi-agent env: evaluate it with "
                          "menger eval instead")
+    if deterministic is None:
+        deterministic = cfg.env.multiagent.match_actions == "most_likely"
     return RunPlayer(loaded, sides, deterministic, seed)

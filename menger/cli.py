@@ -117,8 +117,12 @@ def _parser() -> argparse.ArgumentParser:
     ma.add_argument("--env", help="the PettingZoo env, package.module:factory or a PettingZoo registry id (default: "
                     "the run's env), e.g. pettingzoo.classic.connect_four_v3:env or classic/connect_four-v3")
     ma.add_argument("--seed", type=int, default=0, help="game g resets the env with seed + g")
-    ma.add_argument("--stochastic", action="store_true", help="runs sample their actions (seeded by --seed) instead "
-                    "of taking the most likely: two deterministic runs would play the same game in each seat")
+    acting = ma.add_mutually_exclusive_group()
+    acting.add_argument("--stochastic", action="store_const", const=True, default=None, help="runs sample their "
+                        "actions (seeded by --seed) instead of taking the most likely: two deterministic runs would "
+                        "play the same game in each seat (default: each run's env.multiagent.match_actions)")
+    acting.add_argument("--most-likely", dest="stochastic", action="store_const", const=False, help="runs take "
+                        "their most likely action, whatever their env.multiagent.match_actions says")
     ma.add_argument("--json", action="store_true", help="print one JSON line instead of the table")
     ma.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that a player, an opponent or the run's config may import "

@@ -62,6 +62,10 @@ class MultiAgentConfig:
     opponent: str = field("random", doc="who plays the other agents when no league chooses: random, "
                           "alphabeta:DEPTH (Connect Four), bot:NAME (the env's scripted bots), run:PATH (another "
                           "run's newest policy, frozen: e.g. the main agent an exploiter is trained against)")
+    match_actions: Literal["most_likely", "sampled"] = field(
+        "most_likely", doc="how menger match and menger.api.run_player play the trained policy unless told "
+        "(--stochastic, --most-likely): its most likely action, or one sampled as in training, from a generator "
+        "seeded by the match's --seed")
 
 
 @dataclass(frozen=True)

@@ -296,7 +296,7 @@ class RandomPlayer:
 
 
 def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy: str | None = None,
-                  stochastic: bool = False, env_kwargs: dict | None = None):
+                  stochastic: bool | None = None, env_kwargs: dict | None = None):
     """A player from its spec (the first argument of `menger match` is read the same way):
 
     * ``random``: a legal action uniformly at random;
@@ -304,8 +304,9 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
       (``BOT_MODULES`` maps envs defined elsewhere: Connect Four -> ``menger.envs.connect_four``), for the env
       made with ``env_kwargs``;
     * a run directory: a trained Menger policy (``menger.api.run_player``), its ``policy`` if named; its most
-      likely action, or one sampled from a generator seeded by `seed` with ``stochastic`` (two deterministic
-      policies play only one game per seat);
+      likely action with ``stochastic=False``, one sampled from a generator seeded by `seed` with ``True`` (two
+      deterministic policies play only one game per seat), and by default as the run's
+      ``env.multiagent.match_actions`` says;
     * ``package.module:Factory``: any object with ``act(observation, action_mask)``, built as
       ``Factory(seed=seed)`` or ``Factory()``; imported only if its module is in ``allow_import`` (or Menger's).
     """
@@ -319,7 +320,8 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
     if spec.startswith("bot:"):
         return env_bot(spec[len("bot:"):], env_id, seed, env_kwargs)
     if Path(spec).is_dir():
-        return run_player(spec, policy, allow_import, seed, deterministic=not stochastic)
+        deterministic = None if stochastic is None else not stochastic
+        return run_player(spec, policy, allow_import, seed, deterministic=deterministic)
     if ":" in spec:
         return imported_player(spec, seed, allow_import)
     raise MatchError(f"unknown player {spec!r}: give random, alphabeta:DEPTH, bot:NAME, a run directory or "
@@ -367,7 +369,7 @@ def imported_player(spec: str, seed: int = 0, allow_import=()):
 _construct = bots.construct
 
 
-def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0, deterministic: bool = True):
+def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0, deterministic: bool | None = None):
     """A trained Menger run as a player (`menger.api.run_player`)."""
     from menger import api
 

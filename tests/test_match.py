@@ -130,8 +130,10 @@ def test_a_run_directory_plays_through_api_run_player(tmp_path, monkeypatch):
     assert isinstance(make_opponent(str(tmp_path), CONNECT_FOUR, seed=3, allow_import=["x"], policy="main"),
                       RandomPlayer)
     make_opponent(str(tmp_path), CONNECT_FOUR, seed=4, stochastic=True)
-    assert calls == [((str(tmp_path),), {"policy": "main", "allow_import": ("x",), "seed": 3, "deterministic": True}),
-                     ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 4, "deterministic": False})]
+    make_opponent(str(tmp_path), CONNECT_FOUR, seed=5, stochastic=False)
+    assert calls == [((str(tmp_path),), {"policy": "main", "allow_import": ("x",), "seed": 3, "deterministic": None}),
+                     ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 4, "deterministic": False}),
+                     ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 5, "deterministic": True})]
     with pytest.raises(MatchError, match="--policy names a policy of a run directory"):
         make_opponent("random", CONNECT_FOUR, policy="main")
 

@@ -255,9 +255,8 @@ COMMANDS: dict[str, Entry] = {
         "20 games, not 400", run="menger match runs/c4 --opponent alphabeta:4 --games 20", check=matched(20)),
     "menger league runs/c4": Entry("", check=ranked),
     "menger train wargame-mappo --run-dir runs/wargame": Entry("", check=trained),
-    "menger match runs/wargame --opponent bot:focus-fire --games 200 --seed 100000 --stochastic": Entry(
-        "4 games, not 200",
-        run="menger match runs/wargame --opponent bot:focus-fire --games 4 --seed 100000 --stochastic"),
+    "menger match runs/wargame --opponent bot:focus-fire --games 200 --seed 100000": Entry(
+        "4 games, not 200", run="menger match runs/wargame --opponent bot:focus-fire --games 4 --seed 100000"),
     "menger train connect4-league --run-dir runs/c4-league": Entry("", check=leagued),
     "menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --stochastic --games 100": Entry(
         "10 games, not 100",

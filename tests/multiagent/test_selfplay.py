@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
@@ -57,6 +58,12 @@ def test_selfplay_records_games_takes_snapshots_and_plays_them(tmp_path):
         return [int(player.act(*_first_observation())) for _ in range(30)]
 
     assert draws(1) == draws(1) and len(set(draws(1))) > 1 and draws(1) != draws(2)
+    assert api.run_player(run).deterministic  # env.multiagent.match_actions: most_likely, the default
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    saved["env"]["multiagent"]["match_actions"] = "sampled"  # a run that says it plays as it trained
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert not api.run_player(run).deterministic and api.run_player(run, deterministic=True).deterministic
+    assert main(["match", str(run), "--opponent", "random", "--most-likely", "--games", "2"]) == 0
     assert main(["match", str(run), "--opponent", str(run), "--stochastic", "--games", "4"]) == 0
     assert result.final_metrics["league/games"] > 100 and "league/elo" in result.final_metrics
 
