@@ -339,8 +339,8 @@ class RunPlayer:
 def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), seed: int = 0,
                deterministic: bool | None = None) -> RunPlayer:
     """The newest policy of a multi-agent run as a `RunPlayer`. A league run has one per learner: `policy` names
-    it (default: its first main agent). It takes its most likely action with `deterministic`, samples with
-    ``False``, and by default plays as its config's `env.multiagent.match_actions` says."""
+    it (default: its first main agent). ``deterministic=True``: it takes its most likely action; ``False``: it
+    samples, from a generator seeded by `seed`; ``None``: as its config's `env.multiagent.match_actions` says."""
     from menger.envs import make_vec_env
     from menger.league_runner import player_dirs
 
