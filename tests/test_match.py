@@ -11,7 +11,7 @@ import pytest
 
 import menger_test_players as players  # tests/ is on the path: the user's own package of these tests
 from menger import api
-from menger.cli import main
+from menger.cli import _parser, main
 from menger.envs.connect_four import AlphaBeta, RandomBot
 from menger.match import (ImportNotAllowedError, MatchError, MatchResult, RandomPlayer, env_factory, find_seats,
                           make_opponent, play_match, wilson_interval)
@@ -136,6 +136,15 @@ def test_a_run_directory_plays_through_api_run_player(tmp_path, monkeypatch):
                      ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 5, "deterministic": True})]
     with pytest.raises(MatchError, match="--policy names a policy of a run directory"):
         make_opponent("random", CONNECT_FOUR, policy="main")
+
+
+def test_the_command_samples_as_the_run_says_unless_told():
+    def stochastic(*flags):
+        return _parser().parse_args(["match", "RUN", "--opponent", "random", *flags]).stochastic
+
+    assert (stochastic(), stochastic("--stochastic"), stochastic("--most-likely")) == (None, True, False)
+    with pytest.raises(SystemExit):  # the two contradict each other
+        stochastic("--stochastic", "--most-likely")
 
 
 def test_the_command_prints_both_seats_and_the_total(capsys):
