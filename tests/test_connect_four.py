@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from menger.envs.connect_four import (INFINITY, WIN_SCORE, AlphaBeta, RandomBot, bitboards, heuristic, is_win,
-                                      legal_columns, make_bot)
+from menger.envs.connect_four import (INFINITY, WIN_SCORE, AlphaBeta, Opportunist, RandomBot, bitboards, heuristic,
+                                      is_win, legal_columns, make_bot)
 from menger.match import env_factory, play_match
 
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
@@ -115,6 +115,28 @@ def test_make_bot_reads_names_and_refuses_bad_ones():
         make_bot("alphabeta:deep")
     with pytest.raises(ValueError, match=">= 1"):
         make_bot("alphabeta:0")
+
+
+def test_the_opportunist_takes_every_four_it_is_left_and_plays_randomly_otherwise():
+    # three of its own on the bottom row (columns 1-3) with both ends open: either end wins, and it plays one
+    obs = board((5, 1, 0), (5, 2, 0), (5, 3, 0), (4, 1, 1), (4, 2, 1), (4, 3, 1))
+    chosen = {Opportunist(seed).act(obs, full_mask(obs)) for seed in range(40)}
+    assert chosen == {0, 4}
+    # a four of its own that its opponent threatens too: it wins rather than blocks
+    obs = board((5, 6, 0), (4, 6, 0), (3, 6, 0), (5, 0, 1), (4, 0, 1), (3, 0, 1))
+    assert {Opportunist(seed).act(obs, full_mask(obs)) for seed in range(20)} == {6}
+    # nothing to win: any legal column, as random plays, the same by the same seed
+    obs, mask = board((5, 3, 0), (4, 3, 1)), np.array([1, 1, 0, 1, 1, 1, 0], np.int8)
+    moves = [Opportunist(seed).act(obs, mask) for seed in range(60)]
+    assert set(moves) == {0, 1, 3, 4, 5} and moves == [Opportunist(seed).act(obs, mask) for seed in range(60)]
+    assert isinstance(make_bot("opportunist", 0), Opportunist)
+    with pytest.raises(ValueError, match="takes no argument"):
+        make_bot("opportunist:2")
+
+
+def test_the_opportunist_beats_random_in_most_games():
+    result = play_match(env_factory(CONNECT_FOUR), Opportunist(0), RandomBot(1), games=100, seed=0)
+    assert result.wins >= 60, result
 
 
 def test_depth_4_beats_random_in_95_percent_of_games():
