@@ -108,6 +108,11 @@ class Trainer:
         try:
             self.supervisor.start_all()
             self._notify("on_start")
+            # a resume whose stop rule was already met stops before its first turn: a first turn whose unrolls
+            # came in at once would update before any rule is read
+            if self.resume:
+                reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
+                                                      self.eval_stats.get("eval/return_mean"))
             while reason is None:
                 with FORK_GATE.working():
                     reason = self._turn()
