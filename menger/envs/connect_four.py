@@ -137,9 +137,8 @@ class RandomBot:
 
 class Opportunist(RandomBot):
     """A random player that completes a four whenever it can: it leaves threats open as random does, but every
-    four its opponent leaves it it takes at once. A learner trained only against random learns that an
-    unblocked threat costs little (random finds the winning column one time in seven); against this bot it
-    costs the game."""
+    four its opponent leaves it it takes at once, so a threat left open against it costs the game (random finds
+    the winning column about one time in seven)."""
 
     def act(self, observation, action_mask=None) -> int:
         legal = legal_columns(observation, action_mask)
