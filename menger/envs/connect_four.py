@@ -95,6 +95,11 @@ def _window_counts(pieces: int, shift: int) -> tuple[int, int, int]:
     return mid & ~low & ~high, low & mid, a | b | c | d
 
 
+def landing(occupied: int, column: int) -> int:
+    """The bit a piece dropped in `column` lands on (0 when the column is full)."""
+    return (occupied + BOTTOM[column]) & COLUMN_MASK[column]
+
+
 def bitboards(observation) -> tuple[int, int]:
     """(the mover's pieces, the opponent's) from PettingZoo's (6, 7, 2) observation (or its dict)."""
     board = _board(observation)
@@ -144,7 +149,7 @@ class Opportunist(RandomBot):
         legal = legal_columns(observation, action_mask)
         own, opponent = bitboards(observation)
         occupied = own | opponent
-        winning = [column for column in legal if is_win(own | ((occupied + BOTTOM[column]) & COLUMN_MASK[column]))]
+        winning = [column for column in legal if is_win(own | landing(occupied, column))]
         choices = winning or legal
         return choices[int(self.rng.integers(len(choices)))]
 
@@ -186,7 +191,7 @@ class AlphaBeta:
 
     def _search(self, own: int, opponent: int, legal: frozenset) -> list[int]:
         occupied = own | opponent
-        moves = [(column, (occupied + BOTTOM[column]) & COLUMN_MASK[column])
+        moves = [(column, landing(occupied, column))
                  for column in CENTRE_FIRST if column in legal and not occupied & TOP[column]]
         if not moves:
             raise ValueError(f"the action mask allows columns {sorted(legal)}, but they are full on this board")
