@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from menger.envs.connect_four import (INFINITY, WIN_SCORE, AlphaBeta, Opportunist, RandomBot, bitboards, heuristic,
-                                      is_win, legal_columns, make_bot)
+from menger.envs.connect_four import (INFINITY, WIN_SCORE, AlphaBeta, Guard, Opportunist, RandomBot, bitboards,
+                                      heuristic, is_win, legal_columns, make_bot)
 from menger.match import env_factory, play_match
 
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
@@ -136,6 +136,25 @@ def test_the_opportunist_takes_every_four_it_is_left_and_plays_randomly_otherwis
 
 def test_the_opportunist_beats_random_in_most_games():
     result = play_match(env_factory(CONNECT_FOUR), Opportunist(0), RandomBot(1), games=100, seed=0)
+    assert result.wins >= 60, result
+
+
+def test_the_guard_wins_when_it_can_blocks_when_it_must_and_plays_randomly_otherwise():
+    # its own three with both ends open, and its opponent's three in column 6: it wins rather than blocks
+    obs = board((5, 1, 0), (5, 2, 0), (5, 3, 0), (5, 6, 1), (4, 6, 1), (3, 6, 1))
+    assert {Guard(seed).act(obs, full_mask(obs)) for seed in range(40)} == {0, 4}
+    # nothing to win, its opponent's three in column 6: it blocks, where the opportunist plays anywhere
+    obs = board((5, 1, 0), (5, 2, 0), (5, 6, 1), (4, 6, 1), (3, 6, 1))
+    assert {Guard(seed).act(obs, full_mask(obs)) for seed in range(20)} == {6}
+    assert len({Opportunist(seed).act(obs, full_mask(obs)) for seed in range(40)}) > 1
+    obs, mask = board((5, 3, 0), (4, 3, 1)), np.array([1, 1, 0, 1, 1, 1, 0], np.int8)
+    moves = [Guard(seed).act(obs, mask) for seed in range(60)]
+    assert set(moves) == {0, 1, 3, 4, 5} and moves == [Guard(seed).act(obs, mask) for seed in range(60)]
+    assert isinstance(make_bot("guard", 0), Guard)
+
+
+def test_the_guard_beats_the_opportunist_which_beats_random():
+    result = play_match(env_factory(CONNECT_FOUR), Guard(0), Opportunist(1), games=100, seed=0)
     assert result.wins >= 60, result
 
 

@@ -154,6 +154,22 @@ class Opportunist(RandomBot):
         return choices[int(self.rng.integers(len(choices)))]
 
 
+class Guard(RandomBot):
+    """A random player that takes every four it is left and blocks every four it sees coming: it leaves the
+    board as random does, but a win not taken at once it takes away, and a threat not blocked it completes. It
+    is the cheapest opponent that punishes both tactical misses in random-looking positions (depth-1 tactics;
+    a double threat still beats it)."""
+
+    def act(self, observation, action_mask=None) -> int:
+        legal = legal_columns(observation, action_mask)
+        own, opponent = bitboards(observation)
+        occupied = own | opponent
+        winning = [column for column in legal if is_win(own | landing(occupied, column))]
+        blocking = [column for column in legal if is_win(opponent | landing(occupied, column))]
+        choices = winning or blocking or legal
+        return choices[int(self.rng.integers(len(choices)))]
+
+
 KNOWN_POSITIONS = 200_000  # positions whose best moves a bot keeps (about 50 MB at most)
 
 
@@ -233,19 +249,19 @@ class AlphaBeta:
         return best
 
 
-BOTS = {"random": RandomBot, "opportunist": Opportunist, "alphabeta": AlphaBeta}
+BOTS = {"random": RandomBot, "opportunist": Opportunist, "guard": Guard, "alphabeta": AlphaBeta}
 DEFAULT_DEPTH = 4
 
 
 def make_bot(spec: str, seed: int = 0):
-    """A bot from its name: "random", "opportunist", "alphabeta" (depth 4) or "alphabeta:DEPTH"."""
+    """A bot from its name: "random", "opportunist", "guard", "alphabeta" (depth 4) or "alphabeta:DEPTH"."""
     name, _, argument = str(spec).partition(":")
     if name not in BOTS:
         close = difflib.get_close_matches(name, BOTS, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown Connect Four bot {spec!r}{hint} Known: random, opportunist, "
+        raise ValueError(f"unknown Connect Four bot {spec!r}{hint} Known: random, opportunist, guard, "
                          "alphabeta:DEPTH")
-    if name in ("random", "opportunist"):
+    if name in ("random", "opportunist", "guard"):
         if argument:
             raise ValueError(f"the {name} bot takes no argument, got {spec!r}; write {name!r}")
         return BOTS[name](seed)
