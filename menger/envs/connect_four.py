@@ -145,29 +145,25 @@ class Opportunist(RandomBot):
     four its opponent leaves it it takes at once, so a threat left open against it costs the game (random finds
     the winning column about one time in seven)."""
 
+    blocks = False  # the guard's: block a four the opponent threatens when there is none to complete
+
     def act(self, observation, action_mask=None) -> int:
         legal = legal_columns(observation, action_mask)
         own, opponent = bitboards(observation)
         occupied = own | opponent
         winning = [column for column in legal if is_win(own | landing(occupied, column))]
-        choices = winning or legal
+        blocking = [column for column in legal if self.blocks and is_win(opponent | landing(occupied, column))]
+        choices = winning or blocking or legal
         return choices[int(self.rng.integers(len(choices)))]
 
 
-class Guard(RandomBot):
+class Guard(Opportunist):
     """A random player that takes every four it is left and blocks every four it sees coming: it leaves the
     board as random does, but a win not taken at once it takes away, and a threat not blocked it completes. It
     is the cheapest opponent that punishes both tactical misses in random-looking positions (depth-1 tactics;
     a double threat still beats it)."""
 
-    def act(self, observation, action_mask=None) -> int:
-        legal = legal_columns(observation, action_mask)
-        own, opponent = bitboards(observation)
-        occupied = own | opponent
-        winning = [column for column in legal if is_win(own | landing(occupied, column))]
-        blocking = [column for column in legal if is_win(opponent | landing(occupied, column))]
-        choices = winning or blocking or legal
-        return choices[int(self.rng.integers(len(choices)))]
+    blocks = True
 
 
 KNOWN_POSITIONS = 200_000  # positions whose best moves a bot keeps (about 50 MB at most)
