@@ -111,8 +111,7 @@ class Trainer:
             # a resume whose stop rule was already met stops before its first turn: a first turn whose unrolls
             # came in at once would update before any rule is read
             if self.resume:
-                reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
-                                                      self.eval_stats.get("eval/return_mean"))
+                reason = self._stop_after_update()
             while reason is None:
                 with FORK_GATE.working():
                     reason = self._turn()
@@ -144,8 +143,7 @@ class Trainer:
                 self._evaluate()                    # deterministic episodes on the evaluator's own envs
             if self.video is not None and self.video.due(self.elapsed()):
                 self.video.start(self.learner.policy, self.accounts.accepted, self.elapsed())
-            reason = self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
-                                                  self.eval_stats.get("eval/return_mean"))
+            reason = self._stop_after_update()
             if reason is None:
                 if self._checkpoint_due():
                     self._checkpoint()              # sync: before the next round's grants go out
@@ -155,6 +153,11 @@ class Trainer:
         if reason is None:
             self._maybe_log()                       # the closing record is written after shutdown
         return reason
+
+    def _stop_after_update(self) -> str | None:
+        """The stop rules read as after an update: a budget, the target return, a stop request."""
+        return self.stop_rules.after_update(self.accounts, self.elapsed(), self._stop_requested,
+                                            self.eval_stats.get("eval/return_mean"))
 
     def elapsed(self) -> float:
         return self.wall_offset + time.monotonic() - self.start
