@@ -59,6 +59,10 @@ class MultiAgentConfig:
     critic: Literal["local", "state", "team"] = field(
         "local", doc="what the value function sees beyond the agent's observation: local (nothing), state (the "
         "env's global state()), team (every teammate's observation): a centralised critic (MAPPO)")
+    random_opening: int = field(0, min=0, doc="turn-based (AEC) games: each training game opens with 0 to this many "
+                                "uniformly random legal moves (both sides, the count uniform too) before the players "
+                                "take over, so the policy meets the scattered positions a weak player leaves and the "
+                                "league's opponents punish its mistakes there. Matches (menger match) never do")
     opponent: str = field("random", doc="who plays the other agents when no league chooses: random, "
                           "alphabeta:DEPTH (Connect Four), bot:NAME (the env's scripted bots), run:PATH (another "
                           "run's newest policy, frozen: e.g. the main agent an exploiter is trained against)")

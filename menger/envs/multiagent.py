@@ -94,7 +94,7 @@ class MultiAgentVecEnv:
 
     def __init__(self, make_game: Callable[[], Any], num_games: int, *, seed: int, env_id: str = "",
                  learn: tuple[str, ...] = (), swap_seats: bool = False, agent_id: bool = False,
-                 critic: str = "local", first: Any = None):
+                 critic: str = "local", random_opening: int = 0, first: Any = None):
         from pettingzoo import AECEnv
 
         self._make_game = make_game
@@ -102,6 +102,14 @@ class MultiAgentVecEnv:
         self.turn_based = isinstance(self.games[0], AECEnv)
         self._configure(self.games[0], num_games, seed=seed, env_id=env_id, learn=learn, swap_seats=swap_seats,
                         agent_id=agent_id, critic=critic)
+        if random_opening < 0:
+            raise ValueError(f"multiagent.random_opening must be >= 0 (plies); got {random_opening}")
+        if random_opening and not self.turn_based:
+            raise ValueError(f"multiagent.random_opening={random_opening}: {env_id or 'this env'} is simultaneous "
+                             "(a PettingZoo ParallelEnv); random opening moves are for turn-based (AEC) games, so "
+                             "set it to 0")
+        self.random_opening = random_opening
+        self._opening_rng = np.random.default_rng([seed, 0x09E4])  # its own stream: the games' seeds are unchanged
 
     def _configure(self, game, num_games: int, *, seed: int, env_id: str, learn: tuple[str, ...], swap_seats: bool,
                    agent_id: bool, critic: str) -> None:
@@ -208,9 +216,25 @@ class MultiAgentVecEnv:
         game = self.games[g]
         if self.turn_based:
             game.reset(seed=seed)
+            if self.random_opening:
+                self._play_opening(game, int(self._opening_rng.integers(0, self.random_opening + 1)))
         else:
             observations, infos = game.reset(seed=seed)
             self._write_parallel(g, observations, infos, set(game.agents))
+
+    def _play_opening(self, game, plies: int) -> None:
+        """`plies` uniformly random legal moves, whoever is to move; a game the opening ends starts again
+        without one."""
+        for _ in range(plies):
+            obs, _, term, trunc, info = game.last()
+            if term or trunc:
+                game.reset()
+                return
+            mask = obs.get(MASK_KEY) if isinstance(obs, dict) else None
+            if mask is None:
+                mask = info.get(MASK_KEY)
+            legal = np.flatnonzero(mask) if mask is not None else np.arange(game.action_space(game.agent_selection).n)
+            game.step(int(self._opening_rng.choice(legal)))
 
     def _begin_game(self, g: int) -> None:
         """A new game's bookkeeping: the side the learner plays, its opponent, returns from zero."""
@@ -387,9 +411,13 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
                              f"{max(1, rows // k)} games)")
         options = dict(seed=seed, env_id=env_id, learn=learn, swap_seats=swap,
                        agent_id=bool(getattr(config, "agent_id", False)), critic=getattr(config, "critic", "local"))
+        opening = int(getattr(config, "random_opening", 0))
         if batched is not None:
+            if opening:
+                raise ValueError(f"multiagent.random_opening={opening}: {env_id} is simultaneous (a batched "
+                                 "ParallelEnv); random opening moves are for turn-based (AEC) games, so set it to 0")
             return batched(first, max(1, rows // k), **options)
-        return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, **options)
+        return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, random_opening=opening, **options)
     except BaseException:
         first.close()
         raise

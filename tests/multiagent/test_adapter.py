@@ -129,3 +129,46 @@ def test_make_vec_env_knows_a_pettingzoo_factory():
     env = make_vec_env("pettingzoo.classic.connect_four_v3:env", 4, seed=0)
     assert isinstance(env, MultiAgentVecEnv) and env.num_envs == 4
     env.close()
+
+
+def _pieces(obs) -> np.ndarray:
+    return obs["observation"].reshape(len(obs["observation"]), -1).sum(axis=1)
+
+
+def test_a_random_opening_starts_each_game_after_zero_to_n_random_moves_drawn_from_the_seed():
+    plain = MultiAgentVecEnv(connect_four_v3.env, 64, seed=3, swap_seats=True).reset()
+    assert set(_pieces(plain)) == {0, 1}  # the learner moves first, or after the opponent's one move
+
+    def opened(seed):
+        return MultiAgentVecEnv(connect_four_v3.env, 64, seed=seed, swap_seats=True, random_opening=4).reset()
+
+    first = opened(3)
+    counts = _pieces(first)
+    assert counts.min() == 0 and counts.max() == 5  # 0-4 random plies, then maybe the opponent's move
+    assert len(set(counts)) == 6
+    assert (first[MASK_KEY].sum(axis=1) >= 1).all()
+    np.testing.assert_array_equal(opened(3)["observation"], first["observation"])  # the seed decides the opening
+    assert not np.array_equal(opened(4)["observation"], first["observation"])
+
+
+def test_games_a_long_random_opening_ends_start_again_and_play_on():
+    env = MultiAgentVecEnv(connect_four_v3.env, 16, seed=0, swap_seats=True, random_opening=42)
+    rng = np.random.default_rng(0)
+    obs = env.reset()
+    for _ in range(100):
+        assert (obs[MASK_KEY].sum(axis=1) >= 1).all()  # every row is a live game with its learner to move
+        obs = env.step(random_legal(obs, rng)).obs
+    assert len(env.pop_results()) > 16
+
+
+def test_a_random_opening_is_configured_from_env_multiagent_and_refused_where_it_cannot_apply():
+    from menger.experiment import MultiAgentConfig
+
+    env = make_vec_env("pettingzoo.classic.connect_four_v3:env", 4, seed=0,
+                       multiagent=MultiAgentConfig(random_opening=3))
+    assert env.random_opening == 3
+    env.close()
+    with pytest.raises(ValueError, match="turn-based"):
+        MultiAgentVecEnv(lambda: Duel(), 1, seed=0, learn=("red_*",), random_opening=2)
+    with pytest.raises(ValueError, match=">= 0"):
+        MultiAgentVecEnv(connect_four_v3.env, 1, seed=0, random_opening=-1)
