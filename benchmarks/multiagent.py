@@ -8,7 +8,8 @@
   preset's env options) against the game steps/s learned from in a `wargame-mappo` run of `--train-s` seconds on
   this machine (2 actor processes, the learner in this one; the other team played by focus-fire).
 * **Connect Four training**: games/s of a `connect4-selfplay` run of `--train-s` seconds (against random and its
-  snapshots: the alpha-beta opponents are left out, their search would be what is measured).
+  snapshots: the alpha-beta opponents are left out, their search would be what is measured; every game from the
+  empty board, as PettingZoo's reference plays them, without the preset's random opening moves).
 
     python benchmarks/multiagent.py [--seconds 2] [--repeats 5] [--games 32] [--train-s 40]
 
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wargame-mappo training, {args.train_s:g} s: {steps:,.0f} game steps/s learned from "
               f"({wargame['time/env_frames']:,} frames of the {units} learned units in {wargame['time/wall_s']:.0f} "
               f"s); raw / training {raw / steps:.1f}x")
-        c4 = training("connect4-selfplay", args.train_s, ["league.fixed_opponents=[random]"])
+        c4 = training("connect4-selfplay", args.train_s, ["league.fixed_opponents=[random]",
+                                                         "env.multiagent.random_opening=0"])
         print(f"connect4-selfplay training, {args.train_s:g} s: {c4['league/games'] / c4['time/wall_s']:,.0f} "
               f"games/s ({c4['time/env_frames'] / c4['time/wall_s']:,.0f} moves of the learner/s)")
     print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
