@@ -101,7 +101,13 @@ class MultiAgentVecEnv:
         self.games = [first if (i == 0 and first is not None) else make_game() for i in range(num_games)]
         self.turn_based = isinstance(self.games[0], AECEnv)
         self._configure(self.games[0], num_games, seed=seed, env_id=env_id, learn=learn, swap_seats=swap_seats,
-                        agent_id=agent_id, critic=critic)
+                        agent_id=agent_id, critic=critic, random_opening=random_opening)
+
+    def _configure(self, game, num_games: int, *, seed: int, env_id: str, learn: tuple[str, ...], swap_seats: bool,
+                   agent_id: bool, critic: str, random_opening: int = 0) -> None:
+        """Sides, spaces and per-game bookkeeping, read off one game (`game`)."""
+        if critic not in CRITICS:
+            raise ValueError(f"multiagent.critic must be one of {', '.join(CRITICS)}; got {critic!r}")
         if random_opening < 0:
             raise ValueError(f"multiagent.random_opening must be >= 0 (plies); got {random_opening}")
         if random_opening and not self.turn_based:
@@ -110,12 +116,6 @@ class MultiAgentVecEnv:
                              "set it to 0")
         self.random_opening = random_opening
         self._opening_rng = np.random.default_rng([seed, 0x09E4])  # its own stream: the games' seeds are unchanged
-
-    def _configure(self, game, num_games: int, *, seed: int, env_id: str, learn: tuple[str, ...], swap_seats: bool,
-                   agent_id: bool, critic: str) -> None:
-        """Sides, spaces and per-game bookkeeping, read off one game (`game`)."""
-        if critic not in CRITICS:
-            raise ValueError(f"multiagent.critic must be one of {', '.join(CRITICS)}; got {critic!r}")
         self.env_id, self._seed = env_id, seed
         agents = self.possible_agents = list(game.possible_agents)
         self.sides = _sides(agents, tuple(learn), swap_seats, env_id)
@@ -230,9 +230,7 @@ class MultiAgentVecEnv:
             if term or trunc:
                 game.reset()
                 return
-            mask = obs.get(MASK_KEY) if isinstance(obs, dict) else None
-            if mask is None:
-                mask = info.get(MASK_KEY)
+            mask = _mask(obs, info)
             legal = np.flatnonzero(mask) if mask is not None else np.arange(game.action_space(game.agent_selection).n)
             game.step(int(self._opening_rng.choice(legal)))
 
@@ -368,9 +366,7 @@ class MultiAgentVecEnv:
     def _encode(self, obs, info: dict, index: int) -> dict:
         row = {OBS_KEY: obs[OBS_KEY] if isinstance(obs, dict) else obs}
         if self._has_mask:
-            mask = obs.get(MASK_KEY) if isinstance(obs, dict) else None
-            if mask is None:
-                mask = info.get(MASK_KEY)
+            mask = _mask(obs, info)
             row[MASK_KEY] = np.ones(self.single_action_space.n, np.int8) if mask is None else mask
         if self.agent_id:
             one_hot = np.zeros(self.k, np.float32)
@@ -411,13 +407,10 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
                              f"{max(1, rows // k)} games)")
         options = dict(seed=seed, env_id=env_id, learn=learn, swap_seats=swap,
                        agent_id=bool(getattr(config, "agent_id", False)), critic=getattr(config, "critic", "local"))
-        opening = int(getattr(config, "random_opening", 0))
+        options["random_opening"] = int(getattr(config, "random_opening", 0))
         if batched is not None:
-            if opening:
-                raise ValueError(f"multiagent.random_opening={opening}: {env_id} is simultaneous (a batched "
-                                 "ParallelEnv); random opening moves are for turn-based (AEC) games, so set it to 0")
             return batched(first, max(1, rows // k), **options)
-        return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, random_opening=opening, **options)
+        return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, **options)
     except BaseException:
         first.close()
         raise
@@ -445,6 +438,12 @@ def _outcome(infos: dict, learned: tuple[str, ...]) -> float | None:
         if isinstance(info, dict) and "outcome" in info:
             return float(info["outcome"]) if agent in learned else -float(info["outcome"])
     return None
+
+
+def _mask(obs, info: dict):
+    """An agent's action mask: its observation dict's, else its info's; None where the env gives none."""
+    mask = obs.get(MASK_KEY) if isinstance(obs, dict) else None
+    return info.get(MASK_KEY) if mask is None else mask
 
 
 def _action(a):

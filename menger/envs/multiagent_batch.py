@@ -41,10 +41,10 @@ class BatchedMultiAgentVecEnv(MultiAgentVecEnv):
     """G games of `first`'s kind stepped by `first.batched(G)`; rows, sides and opponents as `MultiAgentVecEnv`."""
 
     def __init__(self, first: Any, num_games: int, *, seed: int, env_id: str = "", learn: tuple[str, ...] = (),
-                 swap_seats: bool = False, agent_id: bool = False, critic: str = "local"):
+                 swap_seats: bool = False, agent_id: bool = False, critic: str = "local", random_opening: int = 0):
         self.games, self.turn_based = [], False
         self._configure(first, num_games, seed=seed, env_id=env_id, learn=learn, swap_seats=swap_seats,
-                        agent_id=agent_id, critic=critic)
+                        agent_id=agent_id, critic=critic, random_opening=random_opening)  # refused: not turn-based
         self.batch = first.batched(num_games)
         first.close()  # spaces and sides are read; the batch plays every game
         index = {agent: a for a, agent in enumerate(self.possible_agents)}

@@ -170,5 +170,8 @@ def test_a_random_opening_is_configured_from_env_multiagent_and_refused_where_it
     env.close()
     with pytest.raises(ValueError, match="turn-based"):
         MultiAgentVecEnv(lambda: Duel(), 1, seed=0, learn=("red_*",), random_opening=2)
+    with pytest.raises(ValueError, match="turn-based"):  # the wargame's games are stepped as one batch
+        make_vec_env("menger.envs.wargame:parallel_env", 10, seed=0,
+                     multiagent=MultiAgentConfig(learn=("red_*",), random_opening=2))
     with pytest.raises(ValueError, match=">= 0"):
         MultiAgentVecEnv(connect_four_v3.env, 1, seed=0, random_opening=-1)
