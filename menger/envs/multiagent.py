@@ -406,8 +406,8 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
                              f"learned agents per game, so give a multiple of {k} ({max(1, rows // k) * k} = "
                              f"{max(1, rows // k)} games)")
         options = dict(seed=seed, env_id=env_id, learn=learn, swap_seats=swap,
-                       agent_id=bool(getattr(config, "agent_id", False)), critic=getattr(config, "critic", "local"))
-        options["random_opening"] = int(getattr(config, "random_opening", 0))
+                       agent_id=bool(getattr(config, "agent_id", False)), critic=getattr(config, "critic", "local"),
+                       random_opening=int(getattr(config, "random_opening", 0)))
         if batched is not None:
             return batched(first, max(1, rows // k), **options)
         return MultiAgentVecEnv(make_game, max(1, rows // k), first=first, **options)
