@@ -5,14 +5,17 @@ An experiment file (YAML) is a mapping with these sections; every key is optiona
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional, Union
 
+from menger import algorithms
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict, validate
 
 log = logging.getLogger("menger.config")
@@ -142,141 +145,6 @@ class ModelConfig:
         if any(size < 1 for size in self.hidden):
             raise ConfigError(f"model.hidden={list(self.hidden)}: every layer needs at least one unit; "
                               "write the sizes you want, e.g. model.hidden=[64,64]")
-
-
-@dataclass(frozen=True)
-class PPOConfig:
-    lr: float = field(3e-4, min=0.0, doc="Adam learning rate")
-    lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
-    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
-    gae_lambda: float = field(0.95, min=0.0, max=1.0, doc="GAE lambda")
-    clip: float = field(0.2, min=0.0, doc="PPO ratio clip")
-    epochs: int = field(4, min=1, doc="passes over each batch")
-    minibatches: int = field(4, min=1, doc="minibatches per epoch")
-    value_coef: float = field(0.5, min=0.0, doc="value loss weight")
-    entropy_coef: float = field(0.0, min=0.0, doc="entropy bonus weight")
-    value_clip: Optional[float] = field(None, doc="clip the value update to this range around the old value (None: off)")
-    normalize_advantages: bool = field(True, doc="normalise advantages per minibatch")
-    max_grad_norm: float = field(0.5, min=0.0, doc="gradient norm clip (0 = none)")
-    target_kl: Optional[float] = field(None, doc="stop an update's epochs early past this approximate KL")
-    adam_eps: float = field(1e-5, min=0.0, doc="Adam epsilon")
-
-
-@dataclass(frozen=True)
-class VTraceConfig:
-    lr: float = field(6e-4, min=0.0, doc="learning rate")
-    lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
-    optimizer: Literal["adam", "rmsprop"] = field("adam", doc="optimizer")
-    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
-    lam: float = field(1.0, min=0.0, max=1.0, doc="V-trace lambda")
-    clip_rho: float = field(1.0, min=0.0, doc="rho-bar: importance weight clip of the value targets")
-    clip_pg_rho: float = field(1.0, min=0.0, doc="importance weight clip of the policy-gradient advantages")
-    clip_c: float = field(1.0, min=0.0, doc="c-bar: trace cutting")
-    value_coef: float = field(0.5, min=0.0, doc="value loss weight")
-    entropy_coef: float = field(0.01, min=0.0, doc="entropy bonus weight")
-    max_grad_norm: float = field(40.0, min=0.0, doc="gradient norm clip (0 = none)")
-    reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
-    clip: float = field(0.2, min=0.0, doc="APPO only: PPO ratio clip")
-    epochs: int = field(1, min=1, doc="APPO only: passes over each batch")
-    minibatches: int = field(1, min=1, doc="minibatches (split along envs) per pass")
-    normalize_advantages: bool = field(False, doc="APPO only: normalise advantages")
-    adam_eps: float = field(1e-5, min=0.0, doc="optimizer epsilon")
-
-
-@dataclass(frozen=True)
-class A3CConfig:
-    """A3C (Mnih et al. 2016): actor-critic on n-step returns (n = runtime.unroll_length), gradients computed by
-    the actors (runtime.learner.mode: parameter_server) or by the learner (allreduce: A2C)."""
-
-    lr: float = field(7e-4, min=0.0, doc="Adam learning rate (each parameter-server shard's)")
-    lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
-    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
-    value_coef: float = field(0.5, min=0.0, doc="value loss weight")
-    entropy_coef: float = field(0.01, min=0.0, doc="entropy bonus weight")
-    max_grad_norm: float = field(0.5, min=0.0, doc="global norm clip of each applied (averaged) gradient (0 = none)")
-    adam_eps: float = field(1e-5, min=0.0, doc="Adam epsilon")
-
-
-@dataclass(frozen=True)
-class ApexConfig:
-    """Ape-X DQN (Horgan et al. 2018): dueling double DQN with n-step returns, from prioritized replay."""
-
-    lr: float = field(2.5e-4, min=0.0, doc="Adam learning rate")
-    adam_eps: float = field(1.5e-4, min=0.0, doc="Adam epsilon")
-    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
-    n_step: int = field(3, min=1, doc="n of the n-step returns (a window is cut short at an episode's end and at "
-                        "the end of an unroll)")
-    double_q: bool = field(True, doc="double DQN targets: the online network picks, the target network values")
-    target_update_interval: int = field(2500, min=1, doc="updates between copies of the online network into "
-                                        "the target network")
-    loss: Literal["huber", "mse"] = field("huber", doc="TD loss")
-    max_grad_norm: float = field(40.0, min=0.0, doc="gradient norm clip (0 = none)")
-    epsilon_base: float = field(0.4, min=0.0, max=1.0, doc="actor i explores with epsilon_base^(1 + "
-                                "epsilon_alpha * i / (N - 1)); actor 0 with epsilon_base")
-    epsilon_alpha: float = field(7.0, min=0.0, doc="the spread of the actors' epsilons (Ape-X: 7)")
-    epsilon_per: Literal["actor", "env"] = field("actor", doc="actor: every env of actor i explores with eps_i "
-                                                 "(Ape-X's actors); env: each of the actors x envs_per_actor "
-                                                 "envs is one of Ape-X's N, so all of them explore differently")
-    reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
-
-
-@dataclass(frozen=True)
-class GorilaConfig(ApexConfig):
-    """GORILA (Nair et al. 2015): Ape-X's actors and replay, and `runtime.learner.count` DQN learners that each
-    sample the replay, compute the gradient of Ape-X's loss on the parameters they last fetched, and push it to the
-    sharded parameter server (`runtime.parameter_server`). `target_update_interval` counts the server's steps."""
-
-
-@dataclass(frozen=True)
-class R2D2Config(ApexConfig):
-    """R2D2 (Kapturowski et al. 2019): Ape-X with an LSTM core (model.lstm_size), learned from replayed sequences
-    that carry the recurrent state the actor had at their first step, with a burn-in and rescaled values.
-
-    A sequence is `sequence_length` steps of one env cut from one unroll, every `period` steps: it starts at
-    t = 0, period, 2 period, ... and the unroll holds runtime.unroll_length = sequence_length + k * period steps.
-    The first `burn_in` steps of a sequence only refresh the stored state (no loss, no gradient), except in an
-    unroll's first sequence, which nothing stored precedes: it learns from every step."""
-
-    lr: float = field(1e-4, min=0.0, doc="Adam learning rate")
-    adam_eps: float = field(1e-3, min=0.0, doc="Adam epsilon")
-    gamma: float = field(0.997, min=0.0, max=1.0, doc="discount")
-    n_step: int = field(5, min=1, doc="n of the n-step returns (cut at episode ends and at the sequence's end)")
-    loss: Literal["huber", "mse"] = field("mse", doc="TD loss (R2D2: squared error on rescaled values)")
-    sequence_length: int = field(80, min=2, doc="steps in a replayed sequence, its burn-in included")
-    period: int = field(40, min=1, doc="steps between the starts of consecutive sequences of an unroll (they "
-                        "overlap by sequence_length - period)")
-    burn_in: int = field(40, min=0, doc="steps unrolled from the stored state without gradient before the loss")
-    priority_eta: float = field(0.9, min=0.0, max=1.0, doc="a sequence's priority: eta * max |TD| + (1 - eta) * "
-                                "mean |TD|")
-    value_rescaling: bool = field(True, doc="learn h(Q) with h(x) = sign(x)(sqrt(|x| + 1) - 1) + 1e-3 x")
-
-    def __post_init__(self):
-        if self.burn_in >= self.sequence_length:
-            raise ConfigError(f"r2d2.burn_in={self.burn_in} leaves nothing to learn from in a sequence of "
-                              f"r2d2.sequence_length={self.sequence_length} steps; make the burn-in shorter")
-
-    def starts(self, unroll_length: int) -> range:
-        """The first steps of the sequences cut from an unroll."""
-        return range(0, unroll_length - self.sequence_length + 1, self.period)
-
-
-@dataclass(frozen=True)
-class SACConfig:
-    """Soft actor-critic (Haarnoja et al. 2018) for Box actions: twin critics, target critics, learned alpha."""
-
-    actor_lr: float = field(3e-4, min=0.0, doc="actor learning rate")
-    critic_lr: float = field(3e-4, min=0.0, doc="critics' learning rate")
-    alpha_lr: float = field(3e-4, min=0.0, doc="temperature learning rate")
-    gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
-    n_step: int = field(1, min=1, doc="n of the n-step returns")
-    tau: float = field(0.005, min=0.0, max=1.0, doc="Polyak rate of the target critics, per update")
-    initial_alpha: float = field(1.0, min=0.0, doc="the temperature at the start")
-    learn_alpha: bool = field(True, doc="learn the temperature towards target_entropy")
-    target_entropy: Optional[float] = field(None, doc="the entropy alpha aims for; None = -dim(action)")
-    critic_hidden: tuple[int, ...] = field((256, 256), doc="critic MLP layer sizes (the actor uses model.hidden)")
-    random_steps: int = field(0, min=0, doc="each actor acts uniformly at random for its first this many steps "
-                              "per env (exploration before the first update)")
-    max_grad_norm: float = field(0.0, min=0.0, doc="gradient norm clip (0 = none)")
 
 
 @dataclass(frozen=True)
@@ -564,61 +432,45 @@ class LogConfig:
                                doc="Weights & Biases (off unless log.wandb.project is set)")
 
 
-@dataclass(frozen=True)
-class ExperimentConfig:
-    name: str = field("experiment", doc="name of the experiment (used in run directory names)")
-    algo: Literal["ppo", "impala", "appo", "a3c", "apex", "gorila", "r2d2", "sac"] = field(
-        "ppo", doc="ppo (sync), impala (V-trace), appo (PPO clip on V-trace), a3c (actor-learners pushing gradients "
-        "to a parameter server), apex (Ape-X DQN), gorila (DQN learners pushing gradients from the replay to a "
-        "parameter server), r2d2 (recurrent Ape-X from replayed sequences), sac (soft actor-critic)")
-    env: EnvConfig = field(default_factory=EnvConfig, doc="the environment")
-    model: ModelConfig = field(default_factory=ModelConfig, doc="the network")
-    ppo: PPOConfig = field(default_factory=PPOConfig, doc="PPO settings (algo: ppo)")
-    vtrace: VTraceConfig = field(default_factory=VTraceConfig, doc="IMPALA/APPO settings")
-    a3c: A3CConfig = field(default_factory=A3CConfig, doc="A3C settings (algo: a3c)")
-    apex: ApexConfig = field(default_factory=ApexConfig, doc="Ape-X DQN settings (algo: apex)")
-    gorila: GorilaConfig = field(default_factory=GorilaConfig, doc="GORILA settings (algo: gorila)")
-    r2d2: R2D2Config = field(default_factory=R2D2Config, doc="R2D2 settings (algo: r2d2)")
-    sac: SACConfig = field(default_factory=SACConfig, doc="SAC settings (algo: sac)")
-    replay: ReplayConfig = field(default_factory=ReplayConfig, doc="replay size, sampler and rate (apex, r2d2, sac)")
-    eval: EvalConfig = field(default_factory=EvalConfig, doc="deterministic evaluation during training")
-    league: LeagueConfig = field(default_factory=lambda: LeagueConfig(mode="none"), doc="multi-agent envs: "
-                                 "self-play against snapshots, or an AlphaStar league of several learners")
-    runtime: RuntimeConfig = field(default_factory=RuntimeConfig, doc="actors, coordination, devices, liveness")
-    stop: StopConfig = field(default_factory=lambda: StopConfig(env_frames=1_000_000), doc="when to stop")
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig, doc="checkpoints")
-    log: LogConfig = field(default_factory=LogConfig, doc="metrics and progress")
-    tune: dict = field(default_factory=dict, doc="menger tune: the values to search, each a config key with one of "
-                       "{log_uniform: [lo, hi]}, {uniform: [lo, hi]}, {int_uniform: [lo, hi]}, {choice: [a, b, ...]}")
+class _Experiment:
+    """The cross-field checks and resolved values of an experiment; `ExperimentConfig` below adds the fields.
+
+    Every rule here is about the runtime; what an algorithm refuses or needs, it says in its registry entry
+    (`menger.algorithms.Algorithm`: properties read here, and its own `problems`)."""
 
     def __post_init__(self):
         if self.auto_keys:
             self._check_auto()
         if self.tune:
             tune_spec(self)  # every tuned key and range checked before anything starts
-        learners = self.runtime.learner.count
-        off_policy = self.algo in OFF_POLICY
-        if off_policy != (self.coordination == "replay"):
+        algorithm = self.algorithm
+        replay = algorithm.learns_from == "replay"
+        if replay != (self.coordination == "replay"):
             raise ConfigError(f"runtime.coordination.mode={self.runtime.coordination.mode!r} does not fit algo="
-                              f"{self.algo!r}: apex, r2d2 and sac learn from replay (mode replay or auto), ppo, impala "
-                              "and appo from unrolls as they come (sync, async or auto)")
-        if off_policy:
-            self._check_off_policy()
-        if self.learner_mode == "parameter_server":
-            self._check_parameter_server()
+                              f"{self.algo!r}: {algorithms.listing(lambda a: a.learns_from == 'replay')} learn from "
+                              "replay (mode replay or auto), "
+                              f"{algorithms.listing(lambda a: a.learns_from == 'unrolls')} from unrolls as they come "
+                              "(sync, async or auto)")
+        problems = self._learner_problems() + self._model_problems() + list(algorithm.problems(self))
+        if problems:
+            raise ConfigError(problems)
         if self.env.normalize.active:
             self._check_normalize()
+        learners = self.runtime.learner.count
         if learners > 1 and self.learner_mode == "allreduce":  # every learner needs a column per minibatch, or the
             # ranks would take different step counts
             smallest = self.batch_columns // learners
-            minibatches = self.ppo.minibatches if self.algo == "ppo" else self.vtrace.minibatches
-            needed = minibatches if (self.algo != "ppo" or self.model.lstm_size) else 1
-            needed = 1 if self.algo == "a3c" else needed  # one step on the whole batch
+            needed = algorithm.minibatches(self)
             if smallest < needed:
                 raise ConfigError(
                     f"runtime.learner.count={learners} leaves a learner {smallest} unroll column(s) of a "
                     f"{self.batch_columns}-column batch, fewer than the {needed} minibatch(es) it must step on; use "
                     "fewer learners, more runtime.envs_per_actor or a larger runtime.coordination.batch_unrolls")
+
+    @property
+    def algorithm(self) -> algorithms.Algorithm:
+        """The registry entry of `algo` (`menger.algorithms`)."""
+        return algorithms.get(self.algo)
 
     @property
     def auto_keys(self) -> tuple[str, ...]:
@@ -629,18 +481,18 @@ class ExperimentConfig:
         return tuple(key for key, value in values.items() if value == "auto")
 
     def _check_auto(self) -> None:
-        """`auto` is measured for what the start-up measurement models: one on-policy learner on this host."""
+        """`auto` is measured for what the start-up measurement models: one unroll learner on this host."""
         rt, keys = self.runtime, ", ".join(f"{key}=auto" for key in self.auto_keys)
         fix = "; set them to numbers"
         problems = []
-        if self.algo in OFF_POLICY or self.learner_mode == "parameter_server":
+        if self.algorithm.learns_from == "replay" or self.learner_mode == "parameter_server":
             problems.append(f"{keys} with algo={self.algo!r}: auto-sizing models actors feeding one learner by "
-                            f"unrolls (ppo, impala, appo); {self.algo}'s replay or gradient workers are not "
-                            f"modelled{fix}")
+                            f"unrolls ({algorithms.listing(lambda a: a.learns_from == 'unrolls')}); {self.algo}'s "
+                            f"replay or gradient workers are not modelled{fix}")
         if rt.coordination.batch_unrolls == "auto" and self.coordination != "async":
             problems.append(f"runtime.coordination.batch_unrolls=auto with {self.coordination} coordination: only "
-                            "async coordination (impala, appo) batches a number of unrolls; a sync round takes one "
-                            "unroll per actor, so leave batch_unrolls at 0")
+                            f"async coordination ({algorithms.listing(lambda a: a.coordination == 'async')}) batches "
+                            "a number of unrolls; a sync round takes one unroll per actor, so leave batch_unrolls at 0")
         if rt.learner.count > 1:
             problems.append(f"{keys} with runtime.learner.count={rt.learner.count}: auto-sizing models one learner"
                             f"{fix}")
@@ -654,9 +506,10 @@ class ExperimentConfig:
             raise ConfigError(problems)
 
     def _check_normalize(self) -> None:
-        if self.algo in OFF_POLICY:
-            raise ConfigError(f"env.normalize with algo={self.algo!r}: running normalisation is built for ppo, impala "
-                              "and appo; unset env.normalize.obs and env.normalize.reward")
+        if not self.algorithm.normalize:
+            raise ConfigError(f"env.normalize with algo={self.algo!r}: running normalisation is built for "
+                              f"{algorithms.listing(lambda a: a.normalize)}; unset env.normalize.obs and "
+                              "env.normalize.reward")
         if self.runtime.learner.count > 1:
             raise ConfigError(f"env.normalize with runtime.learner.count={self.runtime.learner.count}: the running "
                               "statistics live with one learner; use runtime.learner.count=1")
@@ -667,46 +520,52 @@ class ExperimentConfig:
         gamma = self.env.normalize.gamma
         if gamma is not None:
             return gamma
-        return {"ppo": self.ppo.gamma, "a3c": self.a3c.gamma}.get(self.algo, self.vtrace.gamma)
+        return self.algorithm.gamma(self)
 
-    def _check_parameter_server(self) -> None:
-        rt, ps = self.runtime, self.runtime.parameter_server
-        problems = []
-        if self.algo not in GRADIENT_WORKERS:
-            problems.append(f"runtime.learner.mode=parameter_server with algo={self.algo!r}: gradient workers are built "
-                            "for a3c and gorila; train it with runtime.learner.mode=allreduce (or auto)")
-        elif self.algo == "gorila":
-            problems += self._gorila_problems()
-        if self.algo == "a3c" and rt.learner.count > 1:
-            problems.append(f"runtime.learner.count={rt.learner.count}: with a parameter server the gradient workers "
-                            "are the actors (runtime.actors) and one learner applies their gradients; use "
-                            "runtime.learner.count=1")
-        mode = rt.coordination.mode
-        if self.algo == "a3c" and mode not in ("auto", ps.update):
-            problems.append(f"runtime.coordination.mode={mode!r} but runtime.parameter_server.update={ps.update!r}: "
-                            "the server's update decides when gradients are applied; leave the coordination mode "
-                            "at auto")
-        if self.algo == "a3c" and ps.update == "async" and rt.coordination.batch_unrolls not in (0, 1):
-            problems.append(f"runtime.coordination.batch_unrolls={rt.coordination.batch_unrolls}: an async "
-                            "parameter server applies each gradient as it arrives; leave batch_unrolls at 0, or "
-                            "use runtime.parameter_server.update=sync to average one gradient per actor")
-        if rt.inference.mode == "central":
-            problems.append("runtime.inference.mode=central: an actor-learner computes its gradient on its own copy "
-                            "of the parameters; use runtime.inference.mode=local")
-        if self.env.normalize.active:
-            problems.append("env.normalize with a parameter server: the running statistics live with one learner "
-                            "that sees every batch; unset env.normalize.obs and env.normalize.reward")
-        if problems:
-            raise ConfigError(problems)
+    def _learner_problems(self) -> list[str]:
+        """The learner mode against what the algorithm supports, and what a parameter server refuses."""
+        rt, algorithm, problems = self.runtime, self.algorithm, []
+        if self.learner_mode == "parameter_server" and "parameter_server" not in algorithm.learner_modes:
+            problems.append(f"runtime.learner.mode=parameter_server with algo={self.algo!r}: gradient workers are "
+                            f"built for {algorithms.listing(lambda a: 'parameter_server' in a.learner_modes)}; train "
+                            "it with runtime.learner.mode=allreduce (or auto)")
+        if self.learner_mode == "parameter_server":
+            if rt.inference.mode == "central":
+                problems.append("runtime.inference.mode=central: an actor-learner computes its gradient on its own "
+                                "copy of the parameters; use runtime.inference.mode=local")
+            if self.env.normalize.active:
+                problems.append("env.normalize with a parameter server: the running statistics live with one "
+                                "learner that sees every batch; unset env.normalize.obs and env.normalize.reward")
+        elif rt.learner.count > 1 and algorithm.learns_from == "replay":
+            problems.append(f"runtime.learner.count={rt.learner.count}: {self.algo} trains with one learner; use "
+                            "runtime.learner.count=1 (or algo "
+                            f"{algorithms.listing(lambda a: a.gradient_learners)}, whose learners push gradients "
+                            "to a parameter server)")
+        return problems
 
-    def _gorila_problems(self) -> list[str]:
-        problems = []
-        if self.replay.lockstep:
-            problems.append("replay.lockstep with algo gorila: its learners sample and push at their own pace, so a "
-                            "run is not a function of its seeds; unset replay.lockstep (or train apex)")
-        if self.replay.publish_every != 1:
-            problems.append(f"replay.publish_every={self.replay.publish_every} with algo gorila: the parameter server "
-                            "publishes every step it takes, which its learners read; leave it at 1")
+    def _model_problems(self) -> list[str]:
+        """What the model and inference sections ask that the algorithm's networks do not do."""
+        algorithm, model, problems = self.algorithm, self.model, []
+        if self.runtime.inference.mode == "central" and not algorithm.central_inference \
+                and self.learner_mode != "parameter_server":
+            problems.append(f"runtime.inference.mode=central: {self.algo}'s actors act on their cached parameters; "
+                            "use runtime.inference.mode=local")
+        if model.network and not algorithm.custom_network:
+            problems.append(f"model.network: {self.algo} builds its own networks from model.encoder, model.hidden "
+                            "and model.lstm_size; unset it")
+        if model.agents and not algorithm.independent_agents:
+            problems.append(f"model.agents={model.agents}: independent agents' networks are built for "
+                            f"{algorithms.listing(lambda a: a.independent_agents)}; {self.algo} trains one network, "
+                            "so unset model.agents (an agent_id observation entry is then an input of that one "
+                            "network)")
+        if model.lstm_size and not algorithm.recurrent:
+            problems.append(f"model.lstm_size={model.lstm_size}: {self.algo} builds feed-forward networks; unset it, "
+                            f"or use algo {algorithms.listing(lambda a: a.recurrent and a.actions == 'q')} for a "
+                            "recurrent Q network")
+        if model.board_mirror and not algorithm.board_mirror:
+            problems.append(f"model.board_mirror=true is built into the policy network of "
+                            f"{algorithms.listing(lambda a: a.board_mirror)}; algo {self.algo} builds its own "
+                            "network without it: unset model.board_mirror")
         return problems
 
     @property
@@ -715,49 +574,7 @@ class ExperimentConfig:
         mode = self.runtime.learner.mode
         if mode != "auto":
             return mode
-        return "parameter_server" if self.algo in GRADIENT_WORKERS else "allreduce"
-
-    def _check_off_policy(self) -> None:
-        rt = self.runtime
-        problems = []
-        if self.algo == "gorila" and self.learner_mode != "parameter_server":
-            problems.append(f"runtime.learner.mode={rt.learner.mode} with algo gorila: its learners push gradients to "
-                            "a parameter server; leave runtime.learner.mode at auto (or train apex, whose one "
-                            "learner steps by itself)")
-        if rt.learner.count > 1 and self.algo != "gorila":
-            problems.append(f"runtime.learner.count={rt.learner.count}: {self.algo} trains with one learner; "
-                            "use runtime.learner.count=1 (or algo gorila, whose learners push gradients to a "
-                            "parameter server)")
-        if rt.inference.mode == "central":
-            problems.append(f"runtime.inference.mode=central: {self.algo}'s actors act on their cached parameters; "
-                            "use runtime.inference.mode=local")
-        if self.model.network:
-            problems.append(f"model.network: {self.algo} builds its own networks from model.encoder, model.hidden "
-                            "and model.lstm_size; unset it")
-        if self.model.agents:
-            problems.append(f"model.agents={self.model.agents}: independent agents' networks are built for ppo, "
-                            f"impala and appo; {self.algo} trains one network, so unset model.agents (an agent_id "
-                            "observation entry is then an input of that one network)")
-        if self.algo == "r2d2":
-            problems += self._r2d2_problems()
-        elif self.model.lstm_size:
-            problems.append(f"model.lstm_size={self.model.lstm_size}: {self.algo} builds feed-forward networks; "
-                            "unset it, or use algo r2d2 for a recurrent Q network")
-        if problems:
-            raise ConfigError(problems)
-
-    def _r2d2_problems(self) -> list[str]:
-        r2, steps = self.r2d2, self.runtime.unroll_length
-        problems = []
-        if self.model.lstm_size < 1:
-            problems.append("model.lstm_size=0: r2d2 needs an LSTM core; set e.g. model.lstm_size=128")
-        if steps < r2.sequence_length or (steps - r2.sequence_length) % r2.period:
-            fits = r2.sequence_length + max(0, -(-(steps - r2.sequence_length) // r2.period)) * r2.period
-            problems.append(f"runtime.unroll_length={steps} does not cut into sequences of r2d2.sequence_length="
-                            f"{r2.sequence_length} every r2d2.period={r2.period} steps without leaving steps out; "
-                            f"use runtime.unroll_length={r2.sequence_length} + k * {r2.period} "
-                            f"(e.g. {fits})")
-        return problems
+        return self.algorithm.learner_modes[0]
 
     @property
     def coordination(self) -> str:
@@ -765,18 +582,18 @@ class ExperimentConfig:
         mode = self.runtime.coordination.mode
         if mode != "auto":
             return mode
-        if self.algo in OFF_POLICY:
+        if self.algorithm.learns_from == "replay":
             return "replay"
         if self.learner_mode == "parameter_server":
             return self.runtime.parameter_server.update
-        return "sync" if self.algo in ("ppo", "a3c") else "async"
+        return self.algorithm.coordination
 
     @property
     def eval_interval_s(self) -> float:
         """Seconds between deterministic evaluations during training; 0 = none."""
         interval = self.eval.interval_s
         if interval is None:
-            return 5.0 if self.algo in OFF_POLICY else 0.0
+            return 5.0 if self.algorithm.evaluation == "greedy" else 0.0
         return interval
 
     @property
@@ -792,12 +609,50 @@ class ExperimentConfig:
         return unrolls * rt.envs_per_actor
 
 
-OFF_POLICY = ("apex", "gorila", "r2d2", "sac")  # the algorithms that learn from replay
-GRADIENT_WORKERS = ("a3c", "gorila")  # the algorithms whose workers push gradients to a parameter server
-# The sections each algorithm reads its own settings from; the others' are defaults it never looks at.
-ALGO_SECTIONS = {"ppo": ("ppo",), "impala": ("vtrace",), "appo": ("vtrace",), "a3c": ("a3c",),
-                 "apex": ("apex", "replay"), "gorila": ("gorila", "replay"),
-                 "r2d2": ("r2d2", "replay"), "sac": ("sac", "replay")}
+def _section_doc(section: str) -> str:
+    users = algorithms.that(lambda a: section in a.sections)
+    return f"settings of algo {', '.join(users)}"
+
+
+def _experiment_fields() -> list[tuple]:
+    """The fields of an experiment, in the order a config file lists them: what every run has, then each
+    registered algorithm's section(s), then the runtime's sections."""
+    before = [
+        ("name", str, field("experiment", doc="name of the experiment (used in run directory names)")),
+        ("algo", str, field("ppo", choices=algorithms.names(), doc="the algorithm: " + "; ".join(
+            f"{a.name} ({a.summary.partition(': ')[2] or a.summary})" for a in algorithms.all_algorithms())
+            + " (`menger.algorithms`; a package adds its own with an entry point)")),
+        ("env", EnvConfig, field(default_factory=EnvConfig, doc="the environment")),
+        ("model", ModelConfig, field(default_factory=ModelConfig, doc="the network")),
+    ]
+    sections = [(name, cls, field(default_factory=cls, doc=_section_doc(name)))
+                for name, cls in algorithms.sections().items()]
+    after = [
+        ("replay", ReplayConfig, field(default_factory=ReplayConfig, doc="replay size, sampler and rate (algorithms "
+                                       "that learn from replay: "
+                                       f"{algorithms.listing(lambda a: a.learns_from == 'replay')})")),
+        ("eval", EvalConfig, field(default_factory=EvalConfig, doc="deterministic evaluation during training")),
+        ("league", LeagueConfig, field(default_factory=lambda: LeagueConfig(mode="none"), doc="multi-agent envs: "
+                                       "self-play against snapshots, or an AlphaStar league of several learners")),
+        ("runtime", RuntimeConfig, field(default_factory=RuntimeConfig, doc="actors, coordination, devices, "
+                                         "liveness")),
+        ("stop", StopConfig, field(default_factory=lambda: StopConfig(env_frames=1_000_000), doc="when to stop")),
+        ("checkpoint", CheckpointConfig, field(default_factory=CheckpointConfig, doc="checkpoints")),
+        ("log", LogConfig, field(default_factory=LogConfig, doc="metrics and progress")),
+        ("tune", dict, field(default_factory=dict, doc="menger tune: the values to search, each a config key with "
+                             "one of {log_uniform: [lo, hi]}, {uniform: [lo, hi]}, {int_uniform: [lo, hi]}, "
+                             "{choice: [a, b, ...]}")),
+    ]
+    return before + sections + after
+
+
+# The experiment: the fields every run has, and one section per registered algorithm (built once, when this module
+# is imported, from the registry: a plug-in's section is here like a built-in one's).
+ExperimentConfig = dataclasses.make_dataclass("ExperimentConfig", _experiment_fields(), bases=(_Experiment,),
+                                              frozen=True, namespace={"__module__": __name__})
+ExperimentConfig.__doc__ = ("An experiment: " + ", ".join(f.name for f in dataclasses.fields(ExperimentConfig))
+                            + ". Checks and resolved values: `_Experiment`.")
+
 # How a run is operated, not what it learns: left out of its hyperparameters.
 OPERATIONAL_KEYS = ("eval", "checkpoint", "log", "runtime.supervision", "runtime.ray", "tune")
 
@@ -913,12 +768,15 @@ def _yaml_text(value) -> str:
 
 def hyperparameters(config: ExperimentConfig) -> dict[str, bool | int | float | str]:
     """The settings that make one run differ from another, as flat dotted keys with scalar values, for comparing
-    runs (TensorBoard's HParams tab): name, algo, env, model, the algorithm's own section(s), runtime and stop,
-    without the other algorithms' sections and `OPERATIONAL_KEYS`. Lists become their text (`model.hidden:
-    "[64, 64]"`), mappings their own dotted keys (`env.kwargs.netlist`); unset (None) keys are left out."""
-    data = {key: value for key, value in to_dict(config).items()
-            if key not in {name for sections in ALGO_SECTIONS.values() for name in sections}
-            or key in ALGO_SECTIONS[config.algo]}
+    runs (TensorBoard's HParams tab): name, algo, env, model, the algorithm's own section(s) (and `replay` for one
+    that learns from replay), runtime and stop, without the other algorithms' sections and `OPERATIONAL_KEYS`.
+    Lists become their text (`model.hidden: "[64, 64]"`), mappings their own dotted keys (`env.kwargs.netlist`);
+    unset (None) keys are left out."""
+    algorithm = config.algorithm
+    unread = set(algorithms.sections()) - set(algorithm.sections)
+    if algorithm.learns_from != "replay":
+        unread.add("replay")
+    data = {key: value for key, value in to_dict(config).items() if key not in unread}
     flat: dict[str, bool | int | float | str] = {}
 
     def visit(prefix: str, value) -> None:
@@ -940,11 +798,22 @@ def preset_dir() -> Path:
     return Path(str(resources.files("menger") / "presets"))
 
 
+def preset_files() -> dict[str, Path]:
+    """Preset name -> its file: Menger's own (`menger/presets`), then those a plug-in algorithm ships in the
+    `presets/` folder beside its spec (a name Menger already has is not replaced)."""
+    files = {path.stem: path for path in sorted(preset_dir().glob("*.yaml"))}
+    for algorithm in algorithms.all_algorithms():
+        folder = algorithm.preset_dir
+        for path in sorted(folder.glob("*.yaml")) if folder is not None else ():
+            files.setdefault(path.stem, path)
+    return files
+
+
 def list_presets() -> dict[str, str]:
     """Preset name -> its summary: the opening comment's first line, or, where that line breaks off
     mid-sentence (it ends in a comma or a word), the comment up to its first full stop or colon."""
     out = {}
-    for path in sorted(preset_dir().glob("*.yaml")):
+    for path in sorted(preset_files().values(), key=lambda p: p.stem):
         lines = []
         for line in path.read_text().splitlines():
             if not line.startswith("#"):
@@ -966,7 +835,7 @@ def load_experiment_data(source: str | dict, overrides: list[str] = ()) -> dict:
     else:
         path = Path(source)
         if not path.suffix and not path.exists():
-            path = preset_dir() / f"{source}.yaml"
+            path = preset_files().get(str(source), preset_dir() / f"{source}.yaml")
             if not path.exists():
                 import difflib
 
@@ -1041,3 +910,20 @@ def migrate_legacy_override(override: str) -> str:
         return override
     _warn_moved(dotted.strip(), f"runtime.{new}")
     return f"runtime.{new}={value}"
+
+
+# Names that lived here in earlier versions: each algorithm's section moved to its folder (menger.algorithms).
+_MOVED = {"PPOConfig": "menger.algorithms.ppo.spec", "VTraceConfig": "menger.algorithms.impala.spec",
+          "A3CConfig": "menger.algorithms.a3c.spec", "ApexConfig": "menger.algorithms.apex.spec",
+          "GorilaConfig": "menger.algorithms.gorila.spec", "R2D2Config": "menger.algorithms.r2d2.spec",
+          "SACConfig": "menger.algorithms.sac.spec"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
+
+        warnings.warn(f"menger.experiment.{name} has moved to {_MOVED[name]}.{name}; the old path works for this "
+                      "release only", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'menger.experiment' has no attribute {name!r}")

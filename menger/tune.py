@@ -22,8 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from menger import algorithms
 from menger.config import ConfigError
-from menger.experiment import OFF_POLICY, Tuned, load_experiment, load_experiment_data, tune_spec
+from menger.experiment import Tuned, load_experiment, load_experiment_data, tune_spec
 from menger.runtime import Observer
 from menger.runtime.stopping import TrainingFailed
 
@@ -33,8 +34,9 @@ REPORTS = 20  # points of the learning curve a trial reports: at every 5 % of st
 
 
 def default_metric(algo: str) -> str:
-    """What a trial is scored on: the greedy evaluation's return for replay algorithms, else the training return."""
-    return "eval/return_mean" if algo in OFF_POLICY else "episode/return_mean"
+    """What a trial is scored on: the greedy evaluation's return for an algorithm whose actors explore (its
+    registry entry's `evaluation`), else the training return."""
+    return "eval/return_mean" if algorithms.get(algo).evaluation == "greedy" else "episode/return_mean"
 
 
 def suggest(trial, tuned: Tuned):

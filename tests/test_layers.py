@@ -20,6 +20,7 @@ with an ``__init__`` that imports it.
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import subprocess
 import sys
@@ -39,10 +40,13 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # describes the components (env, model, loss, runtime settings) and is read from layer 3 up, so it sits
     # with the components; layer 0 would pass too, but the foundation holds only the contracts and the
     # config machinery, and must not know what an experiment is made of.
+    # An algorithm's folder holds both halves of it: its registry entry (`spec`: config section, checks, networks,
+    # with the schema at layer 1) and its builder (learner and actor parts, with the workers at layer 2).
     (1, "components", ("menger.envs", "menger.models", "menger.losses", "menger.logging", "menger.checkpoint",
-                       "menger.experiment", "menger.plot")),
+                       "menger.experiment", "menger.plot", "menger.algorithms")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
-                    "menger.replay", "menger.league")),
+                    "menger.replay", "menger.league", "menger.algorithms.builders", "menger.algorithms.*.builder",
+                    "menger.algorithms.*.learning")),
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
     (4, "launch", ("menger.launch",)),
     # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool; explain
@@ -223,7 +227,11 @@ def layer_of(module: str, layers=LAYERS) -> tuple[int, str] | None:
     for number, name, prefixes in layers:
         for prefix in prefixes:
             exact_only = "." not in prefix  # the root package stands for its __init__.py alone
-            if module == prefix or (not exact_only and module.startswith(prefix + ".")):
+            if "*" in prefix:  # one folder of many alike (each algorithm's builder): a pattern, not a prefix
+                matched = fnmatch.fnmatchcase(module, prefix) or fnmatch.fnmatchcase(module, prefix + ".*")
+            else:
+                matched = module == prefix or (not exact_only and module.startswith(prefix + "."))
+            if matched:
                 if best is None or len(prefix) > best[0]:
                     best = (len(prefix), number, name)
     return None if best is None else (best[1], best[2])

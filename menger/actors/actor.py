@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
+from menger.algorithms.builders import actor_parts
 from menger.core import ActionSource, ActorPort, GrantedPort, UnrollMeta
 from menger.inference.source import LocalActions
 from menger.models import build_policy
@@ -228,27 +229,12 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
         policy.eval()
         if hasattr(envs, "set_opponents"):
             envs.set_opponents(_opponents(config, envs, league, seed))
-        if config.algo in ("apex", "gorila", "r2d2"):  # Ape-X: every actor explores with its own epsilon
-            ap, rt = getattr(config, config.algo), config.runtime
-            if ap.epsilon_per == "env":  # env b of actor i is copy i * B + b of N = actors x B
-                policy.explore([actor_id * rt.envs_per_actor + b for b in range(rt.envs_per_actor)],
-                               rt.actors * rt.envs_per_actor, ap.epsilon_base, ap.epsilon_alpha)
-            else:
-                policy.explore([actor_id] * rt.envs_per_actor, rt.actors, ap.epsilon_base, ap.epsilon_alpha)
-        elif config.algo == "sac" and incarnation == 0 and restore is None:
-            policy.random_steps = config.sac.random_steps
+        parts = actor_parts(config, policy, actor_id=actor_id, incarnation=incarnation, restore=restore)
         actions = None if inference is None else inference.actions_for(actor_id, port.params)
         normalize = config.env.normalize
         moments = UnrollMoments(normalize, config.normalize_gamma, envs.num_envs) if normalize.active else None
-        gradient = None
-        if config.algo == "a3c" and config.learner_mode == "parameter_server":
-            from menger.learners.a3c import A3CGradient
-
-            gradient = A3CGradient(policy, config.a3c)
         return Actor(actor_id, incarnation, envs, policy, port, unroll_length=config.runtime.unroll_length,
-                     seed=seed, restore=restore, actions=actions,
-                     sequence_period=config.r2d2.period if config.algo == "r2d2" else 0, moments=moments,
-                     gradient=gradient)
+                     seed=seed, restore=restore, actions=actions, moments=moments, **parts)
     except BaseException:
         envs.close()
         raise

@@ -24,19 +24,21 @@ def make_coordinator(config) -> Coordinator:
     """The coordinator of an `ExperimentConfig`, from its resolved coordination mode."""
     mode, rt = config.coordination, config.runtime
     num_actors, coordination = rt.actors, rt.coordination
-    if mode == "replay" and config.algo == "r2d2":
+    algorithm = config.algorithm  # its registry entry: what its replay items are, its own settings
+    if mode == "replay" and algorithm.replay_items == "sequences":
         from menger.coordinator.sequences import SequenceReplayCoordinator
 
-        return SequenceReplayCoordinator(num_actors, config.replay, config.r2d2, unroll_length=rt.unroll_length,
+        return SequenceReplayCoordinator(num_actors, config.replay, algorithm.config(config),
+                                         unroll_length=rt.unroll_length,
                                          envs_per_actor=rt.envs_per_actor, in_flight=coordination.slots_per_actor,
                                          seed=rt.seed)
     if mode == "replay":
         from menger.coordinator.replay import ReplayCoordinator
 
-        algo = getattr(config, config.algo)
+        settings = algorithm.config(config)
         return ReplayCoordinator(num_actors, config.replay, unroll_length=rt.unroll_length,
                                  envs_per_actor=rt.envs_per_actor, in_flight=coordination.slots_per_actor,
-                                 gamma=algo.gamma, n_step=algo.n_step, seed=rt.seed)
+                                 gamma=settings.gamma, n_step=settings.n_step, seed=rt.seed)
     if mode == "sync":
         return SyncCoordinator(num_actors)
     if mode == "async" and config.learner_mode == "parameter_server":  # each gradient applied as it arrives

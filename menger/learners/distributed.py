@@ -167,7 +167,7 @@ def _build_learner(config, spaces, rank: int, run_dir, resume: bool):
     torch.set_num_threads(_threads_per_rank(rt))
     torch.manual_seed(rt.seed)
     device = rank_device(resolve_device(rt.learner.device), rank)
-    learner = make_learner(config, build_policy(*spaces, config.model), device)
+    learner = make_learner(config, build_policy(*spaces, config.model, config.algo), device)
     if resume:
         from menger.checkpoint import CheckpointManager, unflatten_state
 
@@ -250,7 +250,7 @@ class LearnerGroup:
             log.warning("%d learners share %d GPU(s): using gloo (nccl needs one GPU per learner)",
                         learners, torch.cuda.device_count())
         share = -(-config.batch_columns // learners)
-        spec = UnrollSpec(obs_space, ActionCodec(action_space, config.algo).space, rt.unroll_length, share,
+        spec = UnrollSpec(obs_space, ActionCodec(action_space, config.algorithm.actions, config.algo).space, rt.unroll_length, share,
                           config.model.lstm_size)
         rendezvous, context = _rendezvous_file(), mp.get_context("fork")
         parameter_count = _parameter_count(config, obs_space, action_space)
@@ -389,4 +389,4 @@ def _parameter_count(config, obs_space, action_space) -> int:
     from menger.models import build_policy
 
     with torch.random.fork_rng(devices=[]):
-        return sum(p.numel() for p in build_policy(obs_space, action_space, config.model).parameters())
+        return sum(p.numel() for p in build_policy(obs_space, action_space, config.model, config.algo).parameters())

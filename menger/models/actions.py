@@ -1,6 +1,6 @@
 """Action spaces: what a network acts in, how its actions reach the env, and the policy gradient's distribution.
 
-    codec = ActionCodec(env.single_action_space, algo)      # refuses a space the algorithm cannot act in
+    codec = ActionCodec(env.single_action_space, "policy")  # refuses a space the family cannot act in
     codec.space                                             # what the network emits and an unroll slot stores
     env_actions = codec.to_env(network_actions)             # [N, ...] numpy -> what VecEnv.step takes
     head = ActionHead(codec.leaves)                         # ppo, impala, appo: a product of distributions
@@ -12,14 +12,15 @@ dimension), MultiBinary independent Bernoullis, Box a diagonal Gaussian; a Tuple
 is the product of its components' leaves. The product's log-probability and entropy are the sums over its
 factors, its deterministic action each factor's mode.
 
-What each family acts in (`codec.space`):
+What each family acts in (`codec.space`; an algorithm names its family in its registry entry,
+`menger.algorithms.Algorithm.actions`):
 
-* policy gradient (ppo, impala, appo): Discrete and Box as they are; MultiDiscrete and MultiBinary (and a
+* policy (ppo, impala, appo): Discrete and Box as they are; MultiDiscrete and MultiBinary (and a
   Tuple/Dict of only discrete components) as one flat MultiDiscrete of int64 indices; anything with a Box
   component as one flat float32 Box, a discrete component's index written as a float (exact below 2**24).
-* Q-learning (apex, r2d2): one joint Discrete over every combination of the components (mixed radix, the
+* q (apex, r2d2, pqn): one joint Discrete over every combination of the components (mixed radix, the
   first component the most significant), as long as it has at most `MAX_JOINT_ACTIONS` actions.
-* sac: a Box, or a Tuple/Dict of Boxes concatenated into one flat Box.
+* box (sac): a Box, or a Tuple/Dict of Boxes concatenated into one flat Box.
 """
 from __future__ import annotations
 
@@ -32,8 +33,8 @@ import torch
 
 MASKED_LOGIT = -1e9
 MAX_JOINT_ACTIONS = 4096  # Q-learning over a joint Discrete: one Q value per combination of the components
-POLICY_GRADIENT = ("ppo", "impala", "appo", "a3c")
-Q_LEARNING = ("apex", "gorila", "r2d2")
+FAMILIES = ("policy", "q", "box")
+_FAMILY_EXAMPLE = {"policy": "ppo", "q": "apex", "box": "sac"}  # who the messages name when no algorithm is given
 
 
 class Leaf(NamedTuple):
@@ -105,16 +106,22 @@ def _flat_box(leaves: list[Leaf]) -> gym.spaces.Box:
 
 
 class ActionCodec:
-    """What a network of `algo`'s family acts in for the env's `env_space`, and the way back to the env."""
+    """What a network of one family ("policy", "q" or "box") acts in for the env's `env_space`, and the way back
+    to the env. `family` may also be an algorithm's name (its registry entry says its family); `name` is what
+    the error messages call the algorithm."""
 
-    def __init__(self, env_space: gym.Space, algo: str = "ppo"):
-        self.env_space, self.algo = env_space, algo
+    def __init__(self, env_space: gym.Space, family: str = "policy", name: str | None = None):
+        if family not in FAMILIES:  # an algorithm's name
+            from menger.algorithms import get
+
+            family, name = get(family).actions, name or family
+        self.env_space, self.family, self.algo = env_space, family, name or _FAMILY_EXAMPLE[family]
         self.leaves = action_leaves(env_space)
         self.whole = isinstance(env_space, (gym.spaces.Discrete, gym.spaces.Box))  # no flat encoding needed
         self.joint_sizes: tuple[int, ...] = ()
-        if algo in Q_LEARNING:
+        if family == "q":
             self.space = self._joint_space()
-        elif algo == "sac":
+        elif family == "box":
             self.space = self._sac_space()
         elif self.whole:
             self.space = env_space

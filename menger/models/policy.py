@@ -87,7 +87,7 @@ class Policy(nn.Module):
         clipped to +-obs_clip; None: the network sees them as they come. `board_mirror`: the board encoder's
         policy is the same on a board and on its mirror image, with the actions (one per column) mirrored too."""
         super().__init__()
-        self.codec = ActionCodec(action_space, "ppo")  # refuses what no policy-gradient head can act in
+        self.codec = ActionCodec(action_space, "policy")  # refuses what no policy-gradient head can act in
         self.obs_space, self.action_space = obs_space, self.codec.space
         self.head = ActionHead(self.codec.leaves)
         self.obs_normalizer = None if obs_clip is None else _obs_normalizer(obs_space, obs_clip)

@@ -36,7 +36,7 @@ class QNetwork(nn.Module):
                  board_channels: tuple[int, ...] = (64, 64)):
         super().__init__()
         # a MultiDiscrete, MultiBinary or Tuple/Dict of discrete components acts in one joint Discrete
-        self.codec = ActionCodec(action_space, self.algo)
+        self.codec = ActionCodec(action_space, "q", self.algo)
         self.obs_space, self.action_space = obs_space, self.codec.space
         self.discrete, self.num_actions = True, int(self.action_space.n)
         self.has_mask = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces

@@ -35,7 +35,7 @@ class SquashedGaussianActor(nn.Module):
     def __init__(self, obs_space: gym.Space, action_space: gym.Space, *, encoder: str = "auto",
                  hidden: tuple[int, ...] = (256, 256), activation: str = "relu"):
         super().__init__()
-        self.codec = ActionCodec(action_space, "sac")  # a Tuple/Dict of Boxes acts in one flat Box
+        self.codec = ActionCodec(action_space, "box", "sac")  # a Tuple/Dict of Boxes acts in one flat Box
         action_space = self.codec.space
         _check_box(action_space)
         self.obs_space, self.action_space, self.discrete = obs_space, action_space, False

@@ -23,13 +23,14 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
+from menger import algorithms
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
 from menger.config import ConfigError, dump_yaml, from_dict, load_yaml, to_dict
 from menger.coordinator import make_coordinator
 from menger.core import InferenceBackend, Launcher, Transport
 from menger.device import resolve_device
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
-from menger.experiment import OFF_POLICY, ExperimentConfig, migrate_legacy_keys
+from menger.experiment import ExperimentConfig, migrate_legacy_keys
 from menger.forking import FORK_GATE
 from menger.learners import make_learner
 from menger.learners.a3c import gradient_size
@@ -72,9 +73,10 @@ class Trainer:
         rt = config.runtime
         self.coordinator = make_coordinator(config)
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self), active=active_actors)
-        # off-policy actors explore, so their target is the greedy evaluation's; on-policy ones act as the policy
-        # does, so an evaluation switched on for them is watched but does not move when the run stops
-        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0 and config.algo in OFF_POLICY)
+        # actors that explore (Ape-X's epsilons) make the greedy evaluation the target's; the others act as the
+        # policy does, so an evaluation switched on for them is watched but does not move when the run stops
+        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0
+                                    and config.algorithm.evaluation == "greedy")
         self._publish_every = config.replay.publish_every if config.coordination == "replay" else 1
         self.evaluator: Evaluator | None = None
         self.video: VideoRecorder | None = None
@@ -92,7 +94,7 @@ class Trainer:
         self.normalization: RunningNormalization | None = None  # env.normalize: built with the spaces
         self._league_given = league
         self.league: LeagueKeeper | None = None  # multi-agent runs with a league: this learner's side of it
-        self.gorila = config.algo == "gorila"  # learner processes push gradients (`menger.learners.gorila`)
+        self.gorila = config.algorithm.gradient_learners  # learner processes push gradients (GORILA)
         self._wait_s = 0.001 if self.gorila else 0.005  # how long to wait for actors when nothing is to learn
         self._round: list = []  # gorila, sync: the gradients of the round so far, and how many were handed out
         self._dispatched = 0
@@ -172,10 +174,10 @@ class Trainer:
             spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s,
                                   cfg.runtime.envs_per_actor, facts)
             self._multiagent = facts["multiagent"]
-            if self._multiagent and cfg.algo in OFF_POLICY:
+            if self._multiagent and not cfg.algorithm.multi_agent:
                 raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
                                   "unfinished agents are not given to the replay algorithms yet; train it with "
-                                  "ppo, impala or appo")
+                                  f"{algorithms.listing(lambda a: a.multi_agent)}")
             try:
                 with torch.random.fork_rng(devices=[]):
                     build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
@@ -218,9 +220,9 @@ class Trainer:
             self.normalization = RunningNormalization(cfg.env.normalize, getattr(obs_space, "shape", ()) or ())
         spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor,
                           cfg.model.lstm_size,
-                          values=cfg.algo in ("apex", "gorila", "r2d2"), terminated=cfg.coordination == "replay",
-                          sequence_starts=len(cfg.r2d2.starts(rt.unroll_length)) if cfg.algo == "r2d2" else 0,
-                          gradient=gradient_size(self.learner.policy) if cfg.learner_mode == "parameter_server" else 0)
+                          terminated=cfg.coordination == "replay",
+                          gradient=gradient_size(self.learner.policy) if cfg.learner_mode == "parameter_server" else 0,
+                          **cfg.algorithm.unroll_fields(cfg))  # what its actors write beside the steps
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
         self.coordinator.attach(self.transport)

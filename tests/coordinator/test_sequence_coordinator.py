@@ -9,7 +9,8 @@ import torch
 
 from menger.coordinator.sequences import SequenceReplayCoordinator
 from menger.core import UnrollMeta
-from menger.experiment import R2D2Config, ReplayConfig
+from menger.algorithms.r2d2.spec import R2D2Config
+from menger.experiment import ReplayConfig
 from menger.transport import SlotChunks, UnrollBuffers, UnrollSpec
 
 T, B, H = 12, 2, 3

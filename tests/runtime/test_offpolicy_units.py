@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from menger.experiment import ApexConfig, ModelConfig, SACConfig
+from menger.algorithms.apex.spec import ApexConfig
+from menger.algorithms.sac.spec import SACConfig
+from menger.experiment import ModelConfig
 from menger.learners import DQNLearner, SACLearner
 from menger.models import build_policy
 from menger.models.qnet import apex_epsilon

@@ -9,7 +9,7 @@ import torch
 
 from menger.actors.actor import Actor
 from menger.envs import make_vec_env
-from menger.experiment import R2D2Config
+from menger.algorithms.r2d2.spec import R2D2Config
 from menger.learners import R2D2Learner
 from menger.models.qnet import RecurrentQNetwork
 from menger.transport import UnrollBuffers, UnrollSpec

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from menger import api
-from menger.experiment import PPOConfig, StopConfig
+from menger.algorithms.ppo.spec import PPOConfig
+from menger.experiment import StopConfig
 from menger.learners import PPOLearner
 from menger.models import Policy
 from menger.runtime.stopping import StopRules

@@ -1,0 +1,1 @@
+"""APPO: its registry entry (`spec`) and what builds its learner (`builder`)."""

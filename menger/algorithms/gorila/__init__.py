@@ -1,0 +1,1 @@
+"""GORILA: its registry entry (`spec`) and what builds its learner processes and actors (`builder`)."""

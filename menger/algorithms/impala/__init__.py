@@ -1,0 +1,1 @@
+"""IMPALA: its registry entry (`spec`) and what builds its learner (`builder`)."""

@@ -1,0 +1,1 @@
+"""PPO: its registry entry (`spec`) and what builds its learner (`builder`)."""

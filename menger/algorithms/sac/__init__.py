@@ -1,0 +1,1 @@
+"""SAC: its registry entry (`spec`) and what builds its learner and actors (`builder`)."""
