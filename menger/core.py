@@ -137,7 +137,8 @@ class Transport(ParameterSink, Protocol):
 
     Loop (`Trainer.run`)::
 
-        handle = transport.start_actor(actor_id, actor_kwargs)   # a thread, a process or a Ray actor
+        handle = transport.start_actor(actor_id, actor_kwargs)   # a thread, a process or a Ray actor, where
+                                                                 # actor_kwargs["build"](port=..., **rest) makes it
         transport.grant(actor_id, slot)                          # the actor may fill `slot` (False: it is gone)
         for actor_id, message in transport.receive(timeout):     # ("unroll", slot, meta) | ("error", text, tb)
             ...                                                  # | ("snapshot", state)

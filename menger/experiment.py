@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal, Optional, Union
 
-from menger import algorithms
+from menger import registry
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict, validate
 
 log = logging.getLogger("menger.config")
@@ -436,7 +436,7 @@ class _Experiment:
     """The cross-field checks and resolved values of an experiment; `ExperimentConfig` below adds the fields.
 
     Every rule here is about the runtime; what an algorithm refuses or needs, it says in its registry entry
-    (`menger.algorithms.Algorithm`: properties read here, and its own `problems`)."""
+    (`menger.registry.Algorithm`: properties read here, and its own `problems`)."""
 
     def __post_init__(self):
         if self.auto_keys:
@@ -447,9 +447,9 @@ class _Experiment:
         replay = algorithm.learns_from == "replay"
         if replay != (self.coordination == "replay"):
             raise ConfigError(f"runtime.coordination.mode={self.runtime.coordination.mode!r} does not fit algo="
-                              f"{self.algo!r}: {algorithms.listing(lambda a: a.learns_from == 'replay')} learn from "
+                              f"{self.algo!r}: {registry.listing(lambda a: a.learns_from == 'replay')} learn from "
                               "replay (mode replay or auto), "
-                              f"{algorithms.listing(lambda a: a.learns_from == 'unrolls')} from unrolls as they come "
+                              f"{registry.listing(lambda a: a.learns_from == 'unrolls')} from unrolls as they come "
                               "(sync, async or auto)")
         problems = self._learner_problems() + self._model_problems() + list(algorithm.problems(self))
         if problems:
@@ -468,9 +468,9 @@ class _Experiment:
                     "fewer learners, more runtime.envs_per_actor or a larger runtime.coordination.batch_unrolls")
 
     @property
-    def algorithm(self) -> algorithms.Algorithm:
+    def algorithm(self) -> registry.Algorithm:
         """The registry entry of `algo` (`menger.algorithms`)."""
-        return algorithms.get(self.algo)
+        return registry.get(self.algo)
 
     @property
     def auto_keys(self) -> tuple[str, ...]:
@@ -487,11 +487,11 @@ class _Experiment:
         problems = []
         if self.algorithm.learns_from == "replay" or self.learner_mode == "parameter_server":
             problems.append(f"{keys} with algo={self.algo!r}: auto-sizing models actors feeding one learner by "
-                            f"unrolls ({algorithms.listing(lambda a: a.learns_from == 'unrolls')}); {self.algo}'s "
+                            f"unrolls ({registry.listing(lambda a: a.learns_from == 'unrolls')}); {self.algo}'s "
                             f"replay or gradient workers are not modelled{fix}")
         if rt.coordination.batch_unrolls == "auto" and self.coordination != "async":
             problems.append(f"runtime.coordination.batch_unrolls=auto with {self.coordination} coordination: only "
-                            f"async coordination ({algorithms.listing(lambda a: a.coordination == 'async')}) batches "
+                            f"async coordination ({registry.listing(lambda a: a.coordination == 'async')}) batches "
                             "a number of unrolls; a sync round takes one unroll per actor, so leave batch_unrolls at 0")
         if rt.learner.count > 1:
             problems.append(f"{keys} with runtime.learner.count={rt.learner.count}: auto-sizing models one learner"
@@ -508,7 +508,7 @@ class _Experiment:
     def _check_normalize(self) -> None:
         if not self.algorithm.normalize:
             raise ConfigError(f"env.normalize with algo={self.algo!r}: running normalisation is built for "
-                              f"{algorithms.listing(lambda a: a.normalize)}; unset env.normalize.obs and "
+                              f"{registry.listing(lambda a: a.normalize)}; unset env.normalize.obs and "
                               "env.normalize.reward")
         if self.runtime.learner.count > 1:
             raise ConfigError(f"env.normalize with runtime.learner.count={self.runtime.learner.count}: the running "
@@ -527,7 +527,7 @@ class _Experiment:
         rt, algorithm, problems = self.runtime, self.algorithm, []
         if self.learner_mode == "parameter_server" and "parameter_server" not in algorithm.learner_modes:
             problems.append(f"runtime.learner.mode=parameter_server with algo={self.algo!r}: gradient workers are "
-                            f"built for {algorithms.listing(lambda a: 'parameter_server' in a.learner_modes)}; train "
+                            f"built for {registry.listing(lambda a: 'parameter_server' in a.learner_modes)}; train "
                             "it with runtime.learner.mode=allreduce (or auto)")
         if self.learner_mode == "parameter_server":
             if rt.inference.mode == "central":
@@ -539,7 +539,7 @@ class _Experiment:
         elif rt.learner.count > 1 and algorithm.learns_from == "replay":
             problems.append(f"runtime.learner.count={rt.learner.count}: {self.algo} trains with one learner; use "
                             "runtime.learner.count=1 (or algo "
-                            f"{algorithms.listing(lambda a: a.gradient_learners)}, whose learners push gradients "
+                            f"{registry.listing(lambda a: a.gradient_learners)}, whose learners push gradients "
                             "to a parameter server)")
         return problems
 
@@ -555,16 +555,16 @@ class _Experiment:
                             "and model.lstm_size; unset it")
         if model.agents and not algorithm.independent_agents:
             problems.append(f"model.agents={model.agents}: independent agents' networks are built for "
-                            f"{algorithms.listing(lambda a: a.independent_agents)}; {self.algo} trains one network, "
+                            f"{registry.listing(lambda a: a.independent_agents)}; {self.algo} trains one network, "
                             "so unset model.agents (an agent_id observation entry is then an input of that one "
                             "network)")
         if model.lstm_size and not algorithm.recurrent:
             problems.append(f"model.lstm_size={model.lstm_size}: {self.algo} builds feed-forward networks; unset it, "
-                            f"or use algo {algorithms.listing(lambda a: a.recurrent and a.actions == 'q')} for a "
+                            f"or use algo {registry.listing(lambda a: a.recurrent and a.actions == 'q')} for a "
                             "recurrent Q network")
         if model.board_mirror and not algorithm.board_mirror:
             problems.append(f"model.board_mirror=true is built into the policy network of "
-                            f"{algorithms.listing(lambda a: a.board_mirror)}; algo {self.algo} builds its own "
+                            f"{registry.listing(lambda a: a.board_mirror)}; algo {self.algo} builds its own "
                             "network without it: unset model.board_mirror")
         return problems
 
@@ -610,7 +610,7 @@ class _Experiment:
 
 
 def _section_doc(section: str) -> str:
-    users = algorithms.that(lambda a: section in a.sections)
+    users = registry.that(lambda a: section in a.sections)
     return f"settings of algo {', '.join(users)}"
 
 
@@ -619,18 +619,18 @@ def _experiment_fields() -> list[tuple]:
     registered algorithm's section(s), then the runtime's sections."""
     before = [
         ("name", str, field("experiment", doc="name of the experiment (used in run directory names)")),
-        ("algo", str, field("ppo", choices=algorithms.names(), doc="the algorithm: " + "; ".join(
-            f"{a.name} ({a.summary.partition(': ')[2] or a.summary})" for a in algorithms.all_algorithms())
+        ("algo", str, field("ppo", choices=registry.names(), doc="the algorithm: " + "; ".join(
+            f"{a.name} ({a.summary.partition(': ')[2] or a.summary})" for a in registry.all_algorithms())
             + " (`menger.algorithms`; a package adds its own with an entry point)")),
         ("env", EnvConfig, field(default_factory=EnvConfig, doc="the environment")),
         ("model", ModelConfig, field(default_factory=ModelConfig, doc="the network")),
     ]
     sections = [(name, cls, field(default_factory=cls, doc=_section_doc(name)))
-                for name, cls in algorithms.sections().items()]
+                for name, cls in registry.sections().items()]
     after = [
         ("replay", ReplayConfig, field(default_factory=ReplayConfig, doc="replay size, sampler and rate (algorithms "
                                        "that learn from replay: "
-                                       f"{algorithms.listing(lambda a: a.learns_from == 'replay')})")),
+                                       f"{registry.listing(lambda a: a.learns_from == 'replay')})")),
         ("eval", EvalConfig, field(default_factory=EvalConfig, doc="deterministic evaluation during training")),
         ("league", LeagueConfig, field(default_factory=lambda: LeagueConfig(mode="none"), doc="multi-agent envs: "
                                        "self-play against snapshots, or an AlphaStar league of several learners")),
@@ -773,7 +773,7 @@ def hyperparameters(config: ExperimentConfig) -> dict[str, bool | int | float | 
     Lists become their text (`model.hidden: "[64, 64]"`), mappings their own dotted keys (`env.kwargs.netlist`);
     unset (None) keys are left out."""
     algorithm = config.algorithm
-    unread = set(algorithms.sections()) - set(algorithm.sections)
+    unread = set(registry.sections()) - set(algorithm.sections)
     if algorithm.learns_from != "replay":
         unread.add("replay")
     data = {key: value for key, value in to_dict(config).items() if key not in unread}
@@ -802,7 +802,7 @@ def preset_files() -> dict[str, Path]:
     """Preset name -> its file: Menger's own (`menger/presets`), then those a plug-in algorithm ships in the
     `presets/` folder beside its spec (a name Menger already has is not replaced)."""
     files = {path.stem: path for path in sorted(preset_dir().glob("*.yaml"))}
-    for algorithm in algorithms.all_algorithms():
+    for algorithm in registry.all_algorithms():
         folder = algorithm.preset_dir
         for path in sorted(folder.glob("*.yaml")) if folder is not None else ():
             files.setdefault(path.stem, path)

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from menger import algorithms
+from menger import registry
 from menger.config import ConfigError
 from menger.experiment import Tuned, load_experiment, load_experiment_data, tune_spec
 from menger.runtime import Observer
@@ -36,7 +36,7 @@ REPORTS = 20  # points of the learning curve a trial reports: at every 5 % of st
 def default_metric(algo: str) -> str:
     """What a trial is scored on: the greedy evaluation's return for an algorithm whose actors explore (its
     registry entry's `evaluation`), else the training return."""
-    return "eval/return_mean" if algorithms.get(algo).evaluation == "greedy" else "episode/return_mean"
+    return "eval/return_mean" if registry.get(algo).evaluation == "greedy" else "episode/return_mean"
 
 
 def suggest(trial, tuned: Tuned):

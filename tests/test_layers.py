@@ -4,7 +4,9 @@ Every ``.py`` file under ``menger/`` is parsed with ``ast``, not imported. All i
 level, inside functions and ``if TYPE_CHECKING:`` blocks, ``import a.b``, ``from a import b``, relative imports
 and ``importlib.import_module("literal")``. Each imported ``menger.*`` module is mapped to a layer by the table
 below (the longest matching prefix wins); an import of a higher layer is a violation. Same-layer imports are
-allowed, but the file-level import graph must have no cycle. A string that is a module's full name, alone or
+allowed, but the file-level import graph must have no cycle, and neither may the graph of the package's folders
+(each folder right under ``menger/``, and each top-level module, one node): role packages do not build each
+other. A string that is a module's full name, alone or
 as "module:attribute" (what a table of modules to import later holds, or a gymnasium entry point), counts
 as an import for the layers too, but not for cycles; docstrings and logger names (``getLogger("menger.x")``)
 do not count.
@@ -42,8 +44,10 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # config machinery, and must not know what an experiment is made of.
     # An algorithm's folder holds both halves of it: its registry entry (`spec`: config section, checks, networks,
     # with the schema at layer 1) and its builder (learner and actor parts, with the workers at layer 2).
+    # The registry loads every algorithm by name only, so the models, learners and experiment can ask it without
+    # importing the folders that import them.
     (1, "components", ("menger.envs", "menger.models", "menger.losses", "menger.logging", "menger.checkpoint",
-                       "menger.experiment", "menger.plot", "menger.algorithms")),
+                       "menger.experiment", "menger.plot", "menger.registry", "menger.algorithms")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
                     "menger.replay", "menger.league", "menger.algorithms.builders", "menger.algorithms.*.builder",
                     "menger.algorithms.*.learning")),
@@ -320,6 +324,40 @@ def import_cycles(tree: Tree) -> list[str]:
     return problems
 
 
+def _unit(tree: Tree, path: Path) -> str:
+    """The role a file belongs to: its folder right under the package (`actors`, `transport`), or itself for a
+    module at the top (`api`, `registry`)."""
+    parts = path.relative_to(tree.package).parts
+    return parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
+
+
+def folder_cycles(tree: Tree) -> list[str]:
+    """One message per set of folders (and top-level modules) whose files import each other round a loop, even
+    where no two files do: role packages must not build each other."""
+    graph: dict[str, set[str]] = {}
+    edges: dict[tuple[str, str], list[Import]] = {}
+    for found in all_imports(tree):
+        if found.by_name or found.target is None:
+            continue
+        source, target = _unit(tree, found.file), _unit(tree, found.target)
+        if source == target or target == "__init__":  # the package's own __init__ imports nothing of ours
+            continue
+        graph.setdefault(source, set()).add(target)
+        graph.setdefault(target, set())
+        edges.setdefault((source, target), []).append(found)
+    problems = []
+    for component in strongly_connected_components(graph):
+        if len(component) < 2:
+            continue
+        members = set(component)
+        links = [f"{source} -> {target}: {found_list[0].file}:{found_list[0].line} imports {found_list[0].module}"
+                 + (f" (and {len(found_list) - 1} more)" if len(found_list) > 1 else "")
+                 for (source, target), found_list in sorted(edges.items()) if source in members and target in members]
+        problems.append(f"folders import each other round a loop: {', '.join(component)}:\n    "
+                        + "\n    ".join(links))
+    return problems
+
+
 def init_heavy_imports(tree: Tree) -> list[str]:
     """Imports of the root __init__.py other than the standard library's."""
     problems = []
@@ -358,6 +396,11 @@ def test_no_import_runs_up_the_stack(menger_tree):
 def test_no_import_cycles_between_files(menger_tree):
     problems = import_cycles(menger_tree)
     assert not problems, f"{len(problems)} import cycles:\n" + "\n".join(problems)
+
+
+def test_no_folder_imports_another_round_a_loop(menger_tree):
+    problems = folder_cycles(menger_tree)
+    assert not problems, "\n".join(problems)
 
 
 def test_the_package_init_imports_nothing_heavy(menger_tree):
@@ -415,6 +458,27 @@ def test_the_checker_reports_upward_imports_and_cycles(tmp_path):
     assert "menger/envs/vector.py:2 imports menger.envs.make" in cycles[0]
     assert unlayered_modules(tree, TOY_LAYERS) == ["menger/stray.py: module menger.stray has no layer"]
     assert init_heavy_imports(tree) == []
+
+
+def test_the_checker_reports_folders_that_import_each_other_round_a_loop(tmp_path):
+    """No two files form a cycle, but the folders do: runtime -> envs -> transport -> runtime."""
+    tree = _write(tmp_path, {
+        "menger/__init__.py": "",
+        "menger/envs/__init__.py": "",
+        "menger/envs/make.py": "from menger.transport import local\n",
+        "menger/transport/__init__.py": "",
+        "menger/transport/local.py": "def start():\n    from menger.runtime.loop import run\n",
+        "menger/runtime/__init__.py": "",
+        "menger/runtime/loop.py": "def run():\n    pass\n",
+        "menger/runtime/trainer.py": "from menger.envs.make import make\n",
+        "menger/api.py": "from menger.runtime.trainer import train\n",  # into the loop, not part of it
+    })
+    assert import_cycles(tree) == []
+    problems = folder_cycles(tree)
+    assert len(problems) == 1
+    assert problems[0].startswith("folders import each other round a loop: envs, runtime, transport:")
+    assert "transport -> runtime: menger/transport/local.py:2 imports menger.runtime.loop" in problems[0]
+    assert "api" not in problems[0]
 
 
 def test_names_reexported_by_a_package_resolve_to_their_submodule(tmp_path):

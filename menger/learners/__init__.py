@@ -10,7 +10,7 @@ __all__ = ["A2CLearner", "DQNLearner", "GradientLearner", "Learner", "PPOLearner
 
 
 def make_learner(config, policy: nn.Module, device: torch.device):
-    """The learner of `config.algo` for `policy`, from the algorithm's builder (`menger.algorithms.builders`)."""
-    from menger.algorithms.builders import make_learner as build
+    """The learner of `config.algo` for `policy`, from the algorithm's builder (`menger.registry`)."""
+    from menger.registry import make_learner as build
 
     return build(config, policy, device)

@@ -112,7 +112,7 @@ class ActionCodec:
 
     def __init__(self, env_space: gym.Space, family: str = "policy", name: str | None = None):
         if family not in FAMILIES:  # an algorithm's name
-            from menger.algorithms import get
+            from menger.registry import get
 
             family, name = get(family).actions, name or family
         self.env_space, self.family, self.algo = env_space, family, name or _FAMILY_EXAMPLE[family]

@@ -12,9 +12,9 @@ from menger.models.policy import Policy
 def build_policy(obs_space: gym.Space, action_space: gym.Space, model_cfg, algo: str = "ppo",
                  normalize=None) -> nn.Module:
     """What `algo`'s actors act with, from a `ModelConfig` (see menger.experiment): its registry entry's network
-    (`menger.algorithms`): the policy network of ppo, impala, appo and a3c, Ape-X's Q network, R2D2's recurrent
+    (`menger.registry`): the policy network of ppo, impala, appo and a3c, Ape-X's Q network, R2D2's recurrent
     one, SAC's squashed Gaussian actor, or a plug-in's own."""
-    from menger.algorithms import get
+    from menger.registry import get
 
     return get(algo).network(obs_space, action_space, model_cfg, normalize)
 

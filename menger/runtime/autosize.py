@@ -380,7 +380,7 @@ def measure(config: ExperimentConfig, budget_s: float = BUDGET_S, clock=time.per
 def _time_actor(config: ExperimentConfig, envs: int, spaces: tuple, steps: int, clock):
     """Seconds of an unroll of `steps` steps of `envs` envs (the faster of two, after a warm-up one: another
     job's burst on the machine counts less), and the slot it wrote."""
-    from menger.actors import make_actor
+    from menger.runtime.actors import make_actor
     from menger.models import build_policy
     from menger.transport import UnrollSpec
     from menger.transport.shm import UnrollBuffers

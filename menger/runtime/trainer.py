@@ -23,7 +23,7 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
-from menger import algorithms
+from menger import registry
 from menger.checkpoint import CheckpointManager, flatten_state, unflatten_state
 from menger.config import ConfigError, dump_yaml, from_dict, load_yaml, to_dict
 from menger.coordinator import make_coordinator
@@ -39,6 +39,7 @@ from menger.learners.gorila import GorilaWorkers
 from menger.models import build_policy
 from menger.models.normalize import RunningNormalization
 from menger.runtime.accounting import FrameAccounts
+from menger.runtime.actors import make_actor
 from menger.runtime.evaluation import Evaluator, VideoRecorder
 from menger.runtime.league import LeagueHub, LeagueKeeper
 from menger.runtime.metrics import MetricsRecorder
@@ -177,7 +178,7 @@ class Trainer:
             if self._multiagent and not cfg.algorithm.multi_agent:
                 raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
                                   "unfinished agents are not given to the replay algorithms yet; train it with "
-                                  f"{algorithms.listing(lambda a: a.multi_agent)}")
+                                  f"{registry.listing(lambda a: a.multi_agent)}")
             try:
                 with torch.random.fork_rng(devices=[]):
                     build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
@@ -620,7 +621,7 @@ class _Fleet:
     def start(self, actor_id: int, incarnation: int):
         t = self.trainer
         seed = t.cfg.runtime.seed * 100_003 + actor_id * 1009 + incarnation * 7919
-        kwargs = dict(actor_id=actor_id, incarnation=incarnation, config=t.cfg, seed=seed,
+        kwargs = dict(build=make_actor, actor_id=actor_id, incarnation=incarnation, config=t.cfg, seed=seed,
                       restore=t._restores.pop(actor_id, None), **t.inference.actor_kwargs())
         if t.league is not None:
             kwargs["league"] = t.league.link()

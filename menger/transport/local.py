@@ -23,7 +23,6 @@ from typing import Any, Callable
 
 import torch
 
-from menger.actors import run_actor
 from menger.core import UnrollMeta
 from menger.params import SharedParameters
 from menger.transport.shm import SlotChunks, UnrollBuffers, UnrollSpec
@@ -198,3 +197,15 @@ class LocalTransport:
                 handle.join(1.0)
         for actor_id in list(self.conns):
             self.release(actor_id)
+
+
+def run_actor(build, single_thread: bool = True, **actor_kwargs) -> None:
+    """Entry point of an actor thread or process: `build(**actor_kwargs)` (the runtime's factory, handed over in
+    the actor's keywords) makes the actor, then its loop runs until the learner stops it."""
+    if single_thread:
+        torch.set_num_threads(1)
+    actor = build(**actor_kwargs)
+    try:
+        actor.run()
+    finally:
+        actor.envs.close()

@@ -33,7 +33,6 @@ import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from menger.actors import make_actor
 from menger.params.ray import GET_TIMEOUT_S, CachedParameters, ParameterCaches, RayParameterServer
 from menger.transport.shm import UnrollBuffers, UnrollSpec, check_saved_chunks, is_observation
 
@@ -64,7 +63,8 @@ class RemoteActor:
         torch.set_num_threads(1)
         self.node_id = ray.get_runtime_context().get_node_id()
         self.port = RayPort(spec, caches.get(self.node_id))
-        self.actor = make_actor(port=self.port, **actor_kwargs)  # central inference: its RayInferenceClient
+        build = actor_kwargs.pop("build")  # the runtime's factory (`menger.runtime.actors.make_actor`)
+        self.actor = build(port=self.port, **actor_kwargs)  # central inference: its RayInferenceClient
         self.central = actor_kwargs.get("inference") is not None  # it never reads the parameters itself
 
     def unroll(self, version: int, source: list):

@@ -13,6 +13,7 @@ ray = pytest.importorskip("ray")
 from ray_harness import SMALL_RAY_RUN, TrainerInThread, ray_config, wait_until  # noqa: E402
 
 from menger import api  # noqa: E402
+from menger.runtime.actors import make_actor  # noqa: E402
 
 
 def _live_placement(trainer, actor_ids=None) -> dict[int, str]:
@@ -298,7 +299,7 @@ def test_an_unroll_granted_before_a_publish_acts_with_the_published_version(clus
     transport = make_launcher(config.runtime).make_transport(UnrollSpec(obs_space, action_space, 3000, 2), policy, 2)
     try:
         transport.publish(policy, 0)
-        transport.start_actor(0, dict(actor_id=0, incarnation=0, config=config, seed=1))
+        transport.start_actor(0, dict(build=make_actor, actor_id=0, incarnation=0, config=config, seed=1))
         assert transport.grant(0, 0) and transport.grant(0, 1)
         with torch.no_grad():
             for p in policy.parameters():
