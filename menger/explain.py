@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from menger.envs import UnknownEnvError
-from menger.runtime.trainer import NetworkBuildError
+from menger.runtime.spaces import NetworkBuildError
 
 ERROR_FILE = "error.txt"
 

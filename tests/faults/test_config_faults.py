@@ -100,7 +100,7 @@ def test_an_env_whose_constructor_hangs_ends_the_run_with_an_error_not_a_freeze(
 
     from menger.launch import make_launcher
     from menger.runtime import Trainer
-    from menger.runtime.trainer import EnvStartTimeout
+    from menger.runtime.spaces import EnvStartTimeout
 
     release = threading.Event()
 

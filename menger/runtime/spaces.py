@@ -1,0 +1,97 @@
+"""Before a run directory is written: the env's spaces, from one env built in a helper thread with a deadline,
+and the algorithm's network built once on them. What does not fit ends here with one clear error."""
+from __future__ import annotations
+
+import threading
+
+import gymnasium as gym
+import torch
+
+from menger import registry
+from menger.config import ConfigError
+from menger.envs import EnvError, UnknownEnvError, make_vec_env
+from menger.models import build_policy
+
+
+class NetworkBuildError(ConfigError):
+    """The network (Menger's or a custom `model.network`) could not be built for the env's spaces."""
+
+
+class EnvStartError(RuntimeError):
+    """The env could not be built for the spaces probe."""
+
+
+class EnvStartTimeout(EnvStartError):
+    """The env could not even be built for the spaces probe within the start-up deadline."""
+
+
+def check_fit(cfg) -> tuple[tuple, bool]:
+    """((observation space, action space), whether the env is a multi-agent one) of the experiment's env, after
+    building its network once on them: an unknown env id, bad env kwargs, an algorithm that does not take a
+    multi-agent env, or a network that does not build end here."""
+    facts: dict = {}
+    spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s,
+                          cfg.runtime.envs_per_actor, facts)
+    if facts["multiagent"] and not cfg.algorithm.multi_agent:
+        raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
+                          "unfinished agents are not given to the replay algorithms yet; train it with "
+                          f"{registry.listing(lambda a: a.multi_agent)}")
+    try:
+        with torch.random.fork_rng(devices=[]):
+            build_policy(*spaces, cfg.model, cfg.algo, cfg.env.normalize)
+    except Exception as exc:  # noqa: BLE001 - a user's network can fail in any way
+        if cfg.model.network is None and isinstance(exc, ValueError):  # Menger's own: a misfit, named
+            raise ConfigError(f"algo {cfg.algo!r} does not fit the env {cfg.env.id!r}: {exc}") from exc
+        raise NetworkBuildError(f"model: building the network for this env failed ({type(exc).__name__}: "
+                                f"{exc}; observations {space_text(spaces[0])}, actions {space_text(spaces[1])}); "
+                                "check model.network, model.kwargs and model.hidden") from exc
+    return spaces, facts["multiagent"]
+
+
+def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1, facts: dict | None = None):
+    """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
+    constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
+    instead of freezing it (a thread cannot be killed; it is left behind as a daemon)."""
+    outcome: dict = {}
+
+    def build():
+        try:
+            probe = make_vec_env(env.id, 1, seed=seed, kwargs=dict(env.kwargs), preset=env.preset,
+                                 wrappers=env.wrappers, multiagent=env.multiagent)
+            outcome["spaces"] = (probe.single_observation_space, probe.single_action_space)
+            outcome["rows_per_game"] = getattr(probe, "k", 1)
+            outcome["multiagent"] = hasattr(probe, "set_opponents")
+            probe.close()
+        except (UnknownEnvError, EnvError) as exc:  # already say what is wrong and what to do
+            outcome["error"] = exc
+        except Exception as exc:  # noqa: BLE001 - a user's env can fail in any way: say where
+            outcome["error"] = EnvStartError(f"building the env {env.id!r} failed ({type(exc).__name__}: {exc}); "
+                                             "check env.id and env.kwargs")
+            outcome["error"].__cause__ = exc
+
+    thread = threading.Thread(target=build, name="menger-env-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if "error" in outcome:
+        raise outcome["error"]
+    if "spaces" not in outcome:
+        raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
+                              f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
+                              "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
+    if facts is not None:  # what else the probe saw: whether the env is a multi-agent one
+        facts["multiagent"] = outcome["multiagent"]
+    per_game = outcome["rows_per_game"]
+    if per_game > 1 and rows % per_game:
+        raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {env.id} has "
+                          f"{per_game} of them per game (env.multiagent.learn): give a multiple of {per_game}, e.g. "
+                          f"{max(1, rows // per_game) * per_game}")
+    return outcome["spaces"]
+
+
+def space_text(space) -> str:
+    """A space in a few characters: Box(4,) float32, Discrete(2), Dict(position, mask)."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{space.shape} {space.dtype}"
+    if isinstance(space, gym.spaces.Dict):
+        return f"Dict({', '.join(space.spaces)})"
+    return str(space)
