@@ -50,6 +50,7 @@ BUILT_IN = {
     "gorila": "menger.algorithms.gorila.spec:ALGORITHM",
     "r2d2": "menger.algorithms.r2d2.spec:ALGORITHM",
     "sac": "menger.algorithms.sac.spec:ALGORITHM",
+    "pqn": "menger.algorithms.pqn.spec:ALGORITHM",
 }
 
 ACTION_FAMILIES = ("policy", "q", "box")  # what `menger.models.actions.ActionCodec` acts in for each family

@@ -1,0 +1,1 @@
+"""PQN: its registry entry (`spec`), network, pure losses, learner (`learning`) and builder."""
