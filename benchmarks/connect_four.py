@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 
 from menger.envs.connect_four import AlphaBeta, RandomBot
-from menger.match import env_factory, play_match
+from menger.commands.match import env_factory, play_match
 
 ENV_ID = "pettingzoo.classic.connect_four_v3:env"
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from menger.pbt import train_population  # noqa: E402
+from menger.tuning.pbt import train_population  # noqa: E402
 
 COLUMNS = ("seed", "PBT total frames", "PBT best member", "fixed: each member's frames to target",
            "fixed median", "PBT < median", "fixed population total", "PBT s", "fixed s", "load")

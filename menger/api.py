@@ -50,7 +50,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     What is refused before anything starts (the config, the env, the network) leaves no run directory. A run
     that fails after it started leaves its `config.yaml` and `error.txt` (what failed and every traceback,
     `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
-    learners (`league.mode: league`) trains one learner per player (`menger.league_runner`)."""
+    learners (`league.mode: league`) trains one learner per player (`menger.launch.league`)."""
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
     if adjust:
         observers = [*observers, autosize.BatchAdjuster()]
@@ -131,7 +131,7 @@ def _elastic(config: ExperimentConfig, choice, run_dir: Path, resume: bool):
 
 def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progress: bool, observers,
                 log_lines: bool) -> TrainResult:
-    from menger.league_runner import run_league
+    from menger.launch.league import run_league
 
     def progress_for(cfg):
         if log_lines:
@@ -224,7 +224,7 @@ def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = Fals
     if overrides:
         overrides = [migrate_legacy_override(o) for o in overrides]
         cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
-    from menger.league_runner import has_checkpoint
+    from menger.launch.league import has_checkpoint
 
     if not CheckpointManager(Path(run_dir) / "checkpoints").list() and not has_checkpoint(run_dir):
         # refused before the run directory changes
@@ -342,7 +342,7 @@ def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), 
     it (default: its first main agent). ``deterministic=True``: it takes its most likely action; ``False``: it
     samples, from a generator seeded by `seed`; ``None``: as its config's `env.multiagent.match_actions` says."""
     from menger.envs import make_vec_env
-    from menger.league_runner import player_dirs
+    from menger.launch.league import player_dirs
 
     run_dir = Path(run_dir)
     players = player_dirs(run_dir)

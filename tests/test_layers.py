@@ -37,7 +37,10 @@ PACKAGE = "menger"
 # The documented stack, lowest first: (layer, name, modules). A module belongs to the entry with the longest
 # prefix naming it ("menger.envs" covers menger.envs.make); "menger" alone is the package's __init__.py only.
 LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
-    (0, "foundation", ("menger", "menger.core", "menger.config", "menger.device", "menger.forking")),
+    # _moved keeps the module paths of earlier versions importable (a module a path names is imported by name);
+    # children stops the learner's child processes and carries their last error, for every role that forks.
+    (0, "foundation", ("menger", "menger.core", "menger.config", "menger.device", "menger.forking", "menger._moved",
+                        "menger.children")),
     # experiment is the schema of an experiment file: dataclasses over menger.config, nothing else. It
     # describes the components (env, model, loss, runtime settings) and is read from layer 3 up, so it sits
     # with the components; layer 0 would pass too, but the foundation holds only the contracts and the
@@ -47,19 +50,20 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # The registry loads every algorithm by name only, so the models, learners and experiment can ask it without
     # importing the folders that import them.
     (1, "components", ("menger.envs", "menger.models", "menger.losses", "menger.logging", "menger.checkpoint",
-                       "menger.experiment", "menger.plot", "menger.registry", "menger.algorithms")),
+                       "menger.experiment", "menger.registry", "menger.algorithms")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
                     "menger.replay", "menger.league", "menger.algorithms.builders", "menger.algorithms.*.builder",
                     "menger.algorithms.*.learning")),
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
-    (4, "launch", ("menger.launch",)),
-    # evaluate (`menger eval`) loads a trained policy through menger.api, so it is an API-level tool; explain
-    # (what a failure means, RUN_DIR/error.txt) is what api writes when a run fails and what the cli prints.
-    # match (`menger match`) plays a run's policy (through menger.api) against bots: beside evaluate.
-    (5, "api", ("menger.api", "menger.tune", "menger.pbt", "menger.evaluate", "menger.match", "menger.export",
-                "menger.explain", "menger.league_runner")),
+    # a league of several learners runs one Trainer per player: beside the launchers that place them
+    (4, "launch", ("menger.launch", "menger.league_runner")),
+    # commands on a finished run (eval, match, export, plot) read it through menger.api; explain (what a failure
+    # means, RUN_DIR/error.txt) is what api writes when a run fails and what the cli prints; tuning (search, PBT)
+    # trains runs through menger.api. The old top-level paths are aliases of the modules that moved.
+    (5, "api", ("menger.api", "menger.commands", "menger.tuning", "menger.explain", "menger.tune", "menger.pbt",
+                "menger.evaluate", "menger.match", "menger.export", "menger.plot")),
     (6, "apps", ("menger.apps",)),
-    # supervise (`menger train --supervise`) runs the command line itself as a child process.
+    # the command line, and its supervisor (`menger train --supervise`) that runs the command line as a child
     (7, "cli", ("menger.cli", "menger.supervise")),
 )
 

@@ -1,7 +1,7 @@
 """Connect Four opponents for PettingZoo's `connect_four_v3`: a random bot, the opportunist (random, but it takes
 every four it is left) and alpha-beta search.
 
-Every bot follows the protocol a user's own bot follows (`menger.match`): `act(observation, action_mask) ->
+Every bot follows the protocol a user's own bot follows (`menger.commands.match`): `act(observation, action_mask) ->
 action`, where `observation` is PettingZoo's per-agent array (6, 7, 2) from the mover's view (plane 0 its own
 pieces, plane 1 the opponent's; row 0 is the top) or the whole dict {"observation", "action_mask"}, and
 `action_mask` the 7 legal columns (1 = legal).

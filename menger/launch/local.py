@@ -12,9 +12,9 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from typing import Callable
 
+from menger.children import report_error
 from menger.core import InferenceBackend
 from menger.forking import FORK_GATE
 from menger.inference import CentralInference, InferenceSlots, LocalInference
@@ -75,10 +75,7 @@ def _guarded(target: Callable, kwargs: dict) -> None:
     try:
         target(**kwargs)
     except BaseException as exc:  # noqa: BLE001 - the learner decides what a dead actor means
-        try:
-            kwargs["port"].conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        except Exception:  # noqa: BLE001 - the pipe may already be gone
-            pass
+        report_error(kwargs["port"].conn, exc)
         raise
 
 

@@ -27,13 +27,13 @@ import shutil
 import socket
 import tempfile
 import time
-import traceback
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch.nn.utils import parameters_to_vector
 
+from menger.children import report_error, stop_children
 from menger.device import resolve_device
 from menger.forking import FORK_GATE
 from menger.learners.learner import LearnerProcessError
@@ -148,10 +148,7 @@ def _worker_main(rank: int, world: int, rendezvous: str, backend: str, config, s
         _broadcast_parameters(learner.policy)
         _serve(learner, staging, flat_params, conn, parent_pid)
     except BaseException as exc:  # noqa: BLE001 - reported to rank 0, which ends the run naming this rank
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        except Exception:  # noqa: BLE001 - the pipe may already be gone
-            pass
+        report_error(conn, exc)
         code = 1
     finally:
         if dist.is_initialized():
@@ -364,18 +361,7 @@ class LearnerGroup:
                                    "with fewer ranks: resume the run from its last checkpoint (menger resume RUN_DIR)")
 
     def close(self) -> None:
-        for conn in self.conns:
-            try:
-                conn.send(("stop",))
-            except (OSError, ValueError):
-                pass
-        for process in self.processes:
-            process.join(5.0)
-            if process.is_alive():
-                process.kill()
-                process.join(1.0)
-        for conn in self.conns:
-            conn.close()
+        stop_children(self.processes, self.conns)
         self.processes, self.conns = [], []
         if self.learners > 1 and dist.is_initialized():
             dist.destroy_process_group()

@@ -22,12 +22,11 @@ import logging
 import multiprocessing as mp
 import os
 import signal
-import time
-import traceback
 from dataclasses import dataclass
 
 import torch
 
+from menger.children import report_error, stop_children
 from menger.forking import FORK_GATE
 from menger.learners.learner import Adam, LearnerProcessError
 from menger.learners.offpolicy import DQNLearner
@@ -150,10 +149,7 @@ def _worker_main(index: int, config, spaces, staging: dict, gradient: torch.Tens
             priorities[:n].copy_(new_priorities.detach().reshape(-1))
             conn.send(("gradient", version, dict({k: float(v) for k, v in stats.items()}, loss=float(loss))))
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which names this learner
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        except Exception:  # noqa: BLE001 - the pipe may already be gone
-            pass
+        report_error(conn, exc)
         code = 1
     os._exit(code)
 
@@ -300,17 +296,5 @@ class GorilaWorkers:
         return {"learner/workers": self.count - len(self.gone), "learner/workers_lost": self.lost}
 
     def close(self) -> None:
-        for conn in self.conns:
-            try:
-                conn.send(("stop",))
-            except (OSError, ValueError):
-                pass
-        deadline = time.monotonic() + 5.0
-        for process in self.processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-            if process.is_alive():
-                process.kill()
-                process.join(1.0)
-        for conn in self.conns:
-            conn.close()
+        stop_children(self.processes, self.conns)
         self.processes, self.conns = [], []

@@ -43,10 +43,10 @@ import os
 import pickle
 import signal
 import time
-import traceback
 
 import torch
 
+from menger.children import report_error, stop_children
 from menger.forking import FORK_GATE
 
 
@@ -405,19 +405,7 @@ def _stop_shards(processes: list, conns: list, owner: int) -> None:
     them: a process forked from it later (an actor) inherits this hook but not the shards."""
     if os.getpid() != owner:
         return
-    for conn in conns:
-        try:
-            conn.send(("stop", 0))
-        except (OSError, ValueError):
-            pass
-    deadline = time.monotonic() + 5.0
-    for process in processes:
-        process.join(max(0.0, deadline - time.monotonic()))
-        if process.is_alive():
-            process.kill()
-            process.join(5.0)
-    for conn in conns:
-        conn.close()
+    stop_children(processes, conns, ("stop", 0), reap_s=5.0)
     processes.clear()
     conns.clear()
 
@@ -456,10 +444,7 @@ def _shard_main(params: list[torch.Tensor], offset: int, make_optimizer, gradien
         conn.send(("ready", 0, [group["lr"] for group in shard.optimizer.param_groups]))
         _serve_shard(shard, gradient, conn, parent_pid)
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which ends the run naming this shard
-        try:
-            conn.send(("error", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        except Exception:  # noqa: BLE001 - the pipe may already be gone
-            pass
+        report_error(conn, exc)
         code = 1
     os._exit(code)
 

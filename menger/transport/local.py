@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import torch
 
+from menger.children import stop_children
 from menger.core import UnrollMeta
 from menger.params import SharedParameters
 from menger.transport.shm import SlotChunks, UnrollBuffers, UnrollSpec
@@ -189,12 +190,7 @@ class LocalTransport:
     def shutdown(self, handles: list) -> None:
         """Ask every actor to stop, wait a little, then kill what is left."""
         self.stop_flag[0] = 1
-        deadline = time.monotonic() + 5.0
-        for handle in handles:
-            handle.join(max(0.0, deadline - time.monotonic()))
-            if handle.is_alive():
-                handle.kill()
-                handle.join(1.0)
+        stop_children(handles, message=None)  # they read the stop flag: no pipe message needed
         for actor_id in list(self.conns):
             self.release(actor_id)
 

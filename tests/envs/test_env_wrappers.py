@@ -9,7 +9,7 @@ from menger.api import UntrustedRunError
 from menger.cli import main
 from menger.config import ConfigError
 from menger.envs import UnknownEnvError, make_vec_env
-from menger.evaluate import evaluate_run
+from menger.commands.evaluate import evaluate_run
 from menger.experiment import load_experiment
 
 SMALL = ["runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=2", "runtime.unroll_length=20",

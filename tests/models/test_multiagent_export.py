@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from menger import api
-from menger.export import ExportError, _entries, export_policy
+from menger.commands.export import ExportError, _entries, export_policy
 from menger.models.agents import AgentBank
 from menger.models.encoders import CRITIC_KEY
 

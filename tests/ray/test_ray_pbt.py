@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from menger.pbt import RayMembers, read_lineage, train_population
+from menger.tuning.pbt import RayMembers, read_lineage, train_population
 
 BATCH = 4 * 16
 SMALL = ["runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=4", "runtime.unroll_length=16",

@@ -12,8 +12,8 @@ import torch
 
 from menger import api
 from menger.config import ConfigError
-from menger.evaluate import evaluate_run
-from menger.export import export_policy
+from menger.commands.evaluate import evaluate_run
+from menger.commands.export import export_policy
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # menger_test_space_envs: a user's own module (forked actors inherit the path)

@@ -10,8 +10,8 @@ from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import ConfigError
 from menger.experiment import ModelConfig, NormalizeConfig, load_experiment
-from menger.evaluate import evaluate_run
-from menger.export import export_policy
+from menger.commands.evaluate import evaluate_run
+from menger.commands.export import export_policy
 from menger.models import build_policy
 from menger.models.normalize import Moments, RunningNormalization, UnrollMoments
 from menger.runtime import Observer

@@ -5,7 +5,7 @@ import torch
 
 from menger import api
 from menger.checkpoint import CheckpointManager, unflatten_state
-from menger.evaluate import evaluate_run
+from menger.commands.evaluate import evaluate_run
 from menger.experiment import load_experiment
 
 SMALL = ["runtime.learner.device=cpu", "runtime.learner.threads=1", "checkpoint.interval_s=0", "stop.target_return=null"]

@@ -14,7 +14,7 @@ import torch
 
 from menger import api
 from menger.cli import main
-from menger.export import ExportError, export_policy
+from menger.commands.export import ExportError, export_policy
 
 SMALL = ["runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=4", "runtime.learner.threads=1",
          "runtime.learner.device=cpu", "checkpoint.interval_s=0", "log.tensorboard=false", "log.progress=false",
@@ -151,7 +151,7 @@ def test_an_image_policy_takes_uint8_frames_in_onnx(tmp_path):
     import gymnasium as gym
     import onnxruntime as ort
 
-    from menger.export import _Deterministic, _write_onnx
+    from menger.commands.export import _Deterministic, _write_onnx
     from menger.models.policy import Policy
 
     torch.manual_seed(0)

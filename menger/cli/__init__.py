@@ -174,9 +174,9 @@ def _train_overrides(args) -> list[str]:
 def _finish(result, config, stopper=None) -> int:
     """Print the summary and write the plot; the exit code is 128 + the signal's number when one stopped the run."""
     from menger.logging import print_summary
-    from menger.plot import plot_run
+    from menger.commands.plot import plot_run
 
-    from menger.league_runner import player_dirs
+    from menger.launch.league import player_dirs
 
     print_summary(result.final_metrics, target_return=config.stop.target_return)
     players = player_dirs(result.run_dir)  # a league: one run directory per learner
@@ -213,7 +213,7 @@ def cmd_train(args, argv: list[str] | None = None) -> int:
     config = load_experiment(args.experiment, _train_overrides(args))  # validates everything before starting
     run_dir = Path(args.run_dir) if args.run_dir else api.default_run_dir(config)
     if args.supervise is not None:
-        from menger.supervise import supervise
+        from menger.cli.supervise import supervise
 
         child_argv = _child_train_argv((argv or [])[1:], run_dir) + (["--debug"] if args.debug else [])
         return supervise(child_argv, run_dir, restarts=args.supervise, no_progress=args.no_progress)
@@ -264,7 +264,7 @@ def cmd_resume(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from menger.evaluate import evaluate_run
+    from menger.commands.evaluate import evaluate_run
 
     video = args.video or args.video_out is not None or args.video_format is not None
     report = evaluate_run(args.run_dir, episodes=args.episodes, deterministic=not args.stochastic, video=video,
@@ -283,7 +283,7 @@ def cmd_match(args) -> int:
 
     import numpy as np
 
-    from menger.match import env_factory, format_result, make_opponent, match_env, play_match
+    from menger.commands.match import env_factory, format_result, make_opponent, match_env, play_match
 
     env_id, env_kwargs = match_env(args.player, args.env, args.allow_import)
     player_seed, opponent_seed = np.random.SeedSequence(args.seed).generate_state(2)
@@ -302,17 +302,17 @@ def cmd_match(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from menger.export import export_policy
+    from menger.commands.export import export_policy
 
     path = export_policy(args.run_dir, args.out, args.format, allow_import=args.allow_import)
     how = "onnxruntime.InferenceSession(path).run(None, {'obs': obs})" if args.format == "onnx" else \
         "torch.jit.load it and call it on a batch of observations"
-    print(f"wrote {path}: {how} (see menger/export.py)")
+    print(f"wrote {path}: {how} (see menger/commands/export.py)")
     return 0
 
 
 def cmd_plot(args) -> int:
-    from menger.plot import plot_run
+    from menger.commands.plot import plot_run
 
     print(plot_run(args.run_dir, args.out))
     return 0
@@ -359,7 +359,7 @@ def cmd_tune(args) -> int:
     out = Path(args.out) if args.out else Path("runs") / f"{config.name}-tune-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.population is not None:
         return _tune_population(args, config, out)
-    from menger.tune import format_trials, search
+    from menger.tuning.search import format_trials, search
 
     if args.trials is None or args.trials < 1:
         raise SystemExit("menger tune --search optuna: give --trials N (at least 1)")
@@ -376,7 +376,7 @@ def cmd_tune(args) -> int:
 def _tune_population(args, config, out: Path) -> int:
     import signal
 
-    from menger.pbt import train_population
+    from menger.tuning.pbt import train_population
 
     if args.trials is not None:
         raise SystemExit("menger tune: --trials goes with --search; a population trains --population N members")

@@ -16,9 +16,9 @@ optuna = pytest.importorskip("optuna")
 
 from menger.config import ConfigError  # noqa: E402
 from menger.experiment import load_experiment, tune_spec  # noqa: E402
-from menger.tune import LearningCurve, search  # noqa: E402
+from menger.tuning.search import LearningCurve, search  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPACE = "tune={ppo.lr: {log_uniform: [1.0e-4, 1.0e-2]}, ppo.epochs: {int_uniform: [2, 6]}}"
 SMALL = ["runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=8", "runtime.unroll_length=16",
          "runtime.learner.device=cpu", "log.tensorboard=false", "log.progress=false", "log.interval_s=0.05",
@@ -156,7 +156,7 @@ def test_a_study_whose_schema_another_process_is_writing_is_opened_again(tmp_pat
     race to write the schema; the loser retries instead of failing the search."""
     from sqlalchemy.exc import IntegrityError
 
-    from menger import tune
+    from menger.tuning import search as tune
 
     real, calls = optuna.create_study, []
 

@@ -1,4 +1,4 @@
-"""`menger match` (menger.match): both seats, outcomes, the Wilson interval, who plays, the command line."""
+"""`menger match` (menger.commands.match): both seats, outcomes, the Wilson interval, who plays, the command line."""
 from __future__ import annotations
 
 import json
@@ -13,12 +13,12 @@ import menger_test_players as players  # tests/ is on the path: the user's own p
 from menger import api
 from menger.cli import _parser, main
 from menger.envs.connect_four import AlphaBeta, RandomBot
-from menger.match import (ImportNotAllowedError, MatchError, MatchResult, RandomPlayer, env_factory, find_seats,
+from menger.commands.match import (ImportNotAllowedError, MatchError, MatchResult, RandomPlayer, env_factory, find_seats,
                           make_opponent, play_match, wilson_interval)
 
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
 HIGH_CARD = "menger_test_players:high_card"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_player_takes_each_seat_in_turn_and_both_are_counted():

@@ -19,10 +19,11 @@ import torch
 from menger.checkpoint import CheckpointManager, unflatten_state
 from menger.config import ConfigError
 from menger.experiment import Tuned
-from menger.pbt import (ProcessMembers, copy_run, explore, pick_exploits, read_lineage, schedules,
-                        train_population)
+from menger.tuning.lineage import read_lineage, schedules
+from menger.tuning.members import ProcessMembers
+from menger.tuning.pbt import copy_run, explore, pick_exploits, train_population
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LR = "tune={ppo.lr: {log_uniform: [1.0e-4, 1.0e-2]}}"
 SMALL = ["runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=4", "runtime.unroll_length=16",
          "runtime.learner.device=cpu", "runtime.learner.threads=1", "ppo.lr_schedule=constant", "ppo.epochs=2",

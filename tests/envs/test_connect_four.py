@@ -6,7 +6,7 @@ import pytest
 
 from menger.envs.connect_four import (INFINITY, WIN_SCORE, AlphaBeta, Guard, Opportunist, RandomBot, bitboards,
                                       heuristic, is_win, legal_columns, make_bot)
-from menger.match import env_factory, play_match
+from menger.commands.match import env_factory, play_match
 
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from menger.logging import JsonlLogger
-from menger.plot import (
+from menger.commands.plot import (
     NoMetricsError,
     continuous_wall_time,
     draw_run,

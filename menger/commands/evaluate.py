@@ -1,0 +1,71 @@
+"""`menger eval`: run a trained policy for N episodes; optionally write a video of one more episode.
+
+The video shows the env's own `render()` frames (rgb_array) at the env's resolution: CartPole's 600x400 picture,
+the full 210x160 colour Atari screen rather than the agent's 84x84 grey view (`menger.envs.render`). It is an
+MP4 (or a GIF) of an episode of its own, played from the same `seed`; its return is reported beside it. An env
+that cannot render stops the command before anything is played (`RenderError`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool = True, video: bool = False,
+                 video_path: str | Path | None = None, video_format: str | None = None, seed: int = 12345,
+                 max_steps: int = 100_000, allow_import=()) -> dict:
+    from menger.api import load_policy
+    from menger.envs import make_vec_env
+    from menger.envs.render import make_render_env
+    from menger.runtime.evaluation import record_video
+
+    policy = load_policy(run_dir, allow_import)
+    cfg = policy.config
+    render_env = None
+    if video:  # first: an env that cannot render says so before any episode is played
+        render_env = make_render_env(cfg.env.id, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
+                                     wrappers=cfg.env.wrappers, instead="run menger eval without --video")
+    try:
+        report = _play(policy, make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs),
+                                            preset=cfg.env.preset, wrappers=cfg.env.wrappers,
+                                            multiagent=cfg.env.multiagent),
+                       episodes, deterministic, seed, max_steps)
+        if render_env is not None:
+            video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"
+            path = Path(video_path) if video_path else Path(run_dir) / f"eval.{video_format}"
+            policy.reset_state(np.ones(1, bool))
+            record = record_video(render_env, lambda obs: policy.act(obs, deterministic=deterministic), path,
+                                  seed=seed, max_steps=max_steps, video_format=video_format)
+            report["video"] = str(record.path)
+            report["video_record"] = record
+    finally:
+        if render_env is not None:
+            render_env.close()
+    return report
+
+
+def _play(policy, envs, episodes: int, deterministic: bool, seed: int, max_steps: int) -> dict:
+    returns, lengths = [], []
+    obs = envs.reset(seed=seed)
+    ep_return, ep_length, steps = 0.0, 0, 0
+    try:
+        while len(returns) < episodes and steps < max_steps:
+            result = envs.step(policy.act(obs, deterministic=deterministic))
+            ep_return += float(result.reward[0])
+            ep_length += int(result.valid[0])
+            steps += 1
+            ended = result.terminated | result.truncated
+            policy.reset_state(ended | ~result.valid)
+            if ended[0]:
+                returns.append(ep_return)
+                lengths.append(ep_length)
+                ep_return, ep_length = 0.0, 0
+            obs = result.obs
+    finally:
+        envs.close()
+    if not returns:
+        raise RuntimeError(f"no episode finished within {max_steps} steps")
+    return {"episodes": len(returns), "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
+            "return_min": float(np.min(returns)), "return_max": float(np.max(returns)),
+            "length_mean": float(np.mean(lengths))}
