@@ -390,7 +390,7 @@ def test_the_speed_benchmark_runs(capsys):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "wargame_env.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "wargame_env.py"
     spec = importlib.util.spec_from_file_location("wargame_env_benchmark", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
