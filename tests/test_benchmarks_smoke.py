@@ -268,3 +268,14 @@ def test_the_autosize_benchmark_sets_auto_beside_a_grid_and_prints_the_ratio(tmp
     assert 0 < row["picking_s"] <= 30 and len(row["auto_layouts"]) == 1
     assert json.loads((tmp_path / "a.json").read_text())[0]["auto_rate"] == row["auto_rate"]
     assert "auto/best" in capsys.readouterr().out
+
+
+def test_the_cartpole_algorithms_benchmark_runs_each_preset_and_reads_its_own_criterion(tmp_path, capsys):
+    bench = _benchmark("cartpole_algorithms")
+    assert bench.criterion("cartpole-pqn") == "eval/return_mean"  # its actors explore: the greedy evaluation
+    assert bench.criterion("cartpole-ppo") == "episode/return_mean"
+    text = bench.main(["--presets", "cartpole-pqn", "cartpole-ppo", "--seeds", "1", "--target", "5",
+                       "--set", "stop.env_frames=1024", "--set", "checkpoint.interval_s=0", "--set", "eval.interval_s=0.01",
+                       "--keep", str(tmp_path)])
+    assert "| cartpole-pqn | eval/return_mean | 1 |" in text and "| cartpole-ppo | episode/return_mean | 1 |" in text
+    assert "| cartpole-pqn | 1/1 |" in text and "| cartpole-ppo | 1/1 |" in text  # a target of 5 is met at once
