@@ -27,6 +27,19 @@ def apex_epsilon(actor_id: int, num_actors: int, base: float = 0.4, alpha: float
     return base ** (1.0 + alpha * actor_id / (num_actors - 1))
 
 
+def epsilon_greedy(q: torch.Tensor, epsilon: torch.Tensor, mask: torch.Tensor | None = None,
+                   generator: torch.Generator | None = None) -> torch.Tensor:
+    """Each row of Q values [N, A]: with probability `epsilon` (a scalar or one per row) an action drawn uniformly
+    among its legal ones (`mask` > 0.5), else the greedy one. Two draws from `generator`, in this order: whether
+    each row explores, then the noise whose argmax is the uniform pick."""
+    greedy = q.argmax(-1)
+    explore = torch.rand(q.shape[0], generator=generator).to(q.device) < epsilon
+    noise = torch.rand(q.shape, generator=generator).to(q.device)
+    if mask is not None:
+        noise = noise.masked_fill(mask < 0.5, -1.0)
+    return torch.where(explore, noise.argmax(-1), greedy)
+
+
 class QNetwork(nn.Module):
     lstm_size = 0  # feed-forward: no recurrent state travels with its unrolls
     algo = "apex"  # for the error messages of an action space it cannot act in
@@ -80,16 +93,11 @@ class QNetwork(nn.Module):
         return ActOutput(action, q_taken, state, q.max(-1).values)
 
     def _epsilon_greedy(self, q: torch.Tensor, obs, deterministic: bool, generator) -> torch.Tensor:
-        greedy = q.argmax(-1)
         if deterministic or not bool((self.epsilon > 0).any()):
-            return greedy
+            return q.argmax(-1)
         n = q.shape[0]
         epsilon = self.epsilon if len(self.epsilon) == n else self.epsilon[torch.arange(n) % len(self.epsilon)]
-        explore = torch.rand(n, generator=generator) < epsilon
-        noise = torch.rand(q.shape, generator=generator)
-        if self.has_mask:
-            noise = noise.masked_fill(obs[MASK_KEY] < 0.5, -1.0)
-        return torch.where(explore, noise.argmax(-1), greedy)  # uniform over the legal actions
+        return epsilon_greedy(q, epsilon, obs[MASK_KEY] if self.has_mask else None, generator)
 
 
 

@@ -18,6 +18,7 @@ from torch import nn
 from menger.models.actions import MASKED_LOGIT, ActionCodec
 from menger.models.encoders import MASK_KEY, build_encoder
 from menger.models.policy import ActOutput
+from menger.models.qnet import epsilon_greedy
 
 
 def linear_epsilon(frames: int, start: float, end: float, decay_frames: int) -> float:
@@ -103,11 +104,6 @@ class PQNNetwork(nn.Module):
 
     def _epsilon_greedy(self, q: torch.Tensor, obs, generator: torch.Generator | None) -> torch.Tensor:
         """Each row: with probability epsilon an action drawn uniformly among its legal ones, else the greedy."""
-        greedy = q.argmax(-1)
         if float(self.epsilon) <= 0.0:
-            return greedy
-        explore = torch.rand(q.shape[0], generator=generator).to(q.device) < self.epsilon
-        noise = torch.rand(q.shape, generator=generator).to(q.device)  # argmax of uniform noise: a uniform pick
-        if self.has_mask:
-            noise = noise.masked_fill(obs[MASK_KEY] < 0.5, -1.0)
-        return torch.where(explore, noise.argmax(-1), greedy)
+            return q.argmax(-1)
+        return epsilon_greedy(q, self.epsilon, obs[MASK_KEY] if self.has_mask else None, generator)
