@@ -97,7 +97,7 @@ FAULTS = [
           ("tests/distributed/test_gorila.py::test_a_learner_killed_while_writing_its_gradient_leaves_nothing_"
            "applied_and_the_other_goes_on",)),
     Fault("a parameter-server shard SIGKILLed", "processes: the run ends naming it and resumes; Ray: remade",
-          ("tests/distributed/test_parameter_server_processes.py::test_a_run_whose_shard_is_killed_fails_naming_it_"
+          ("tests/params/test_parameter_server_processes.py::test_a_run_whose_shard_is_killed_fails_naming_it_"
            "and_resumes_from_its_checkpoint",
            "tests/ray/test_ray_parameter_server.py::test_a_killed_shard_is_remade_from_its_last_snapshot_and_the_"
            "step_goes_on")),

@@ -9,7 +9,7 @@ import numpy as np
 from menger.apps.chip.canvas import rectangles_overlap
 from menger.apps.chip.problem import ChipProblem
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[3] / "shared" / "data"
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 def assert_legal(problem: ChipProblem, layout) -> None:

@@ -1,47 +1,13 @@
-"""Unit tests of the runtime's pieces with fakes: slots, the parameter server, the policy, the config."""
+"""The policy network: masked logits, Gaussian log-probabilities, the LSTM's evaluate against stepwise act, the
+image encoders' layouts."""
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from menger.config import ConfigError
-from menger.experiment import ModelConfig, load_experiment
+from menger.experiment import ModelConfig
 from menger.models import build_policy
 from menger.params import SharedParameters
-from menger.transport import UnrollBuffers, UnrollSpec
-
-
-def test_gather_concatenates_slots_along_envs():
-    spec = UnrollSpec(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), unroll_length=4, envs_per_actor=2)
-    buffers = UnrollBuffers(spec, num_slots=3, shared=False)
-    for slot in range(3):
-        buffers.slot(slot)["rewards"].fill_(slot)
-        buffers.slot(slot)["obs"].fill_(10 + slot)
-    batch = buffers.gather([2, 0])
-    assert batch["rewards"].shape == (4, 4)
-    assert batch["obs"].shape == (5, 4, 3)
-    assert torch.equal(batch["rewards"][:, :2], torch.full((4, 2), 2.0))
-    assert torch.equal(batch["rewards"][:, 2:], torch.zeros(4, 2))
-    buffers.slot(2)["rewards"].fill_(99)  # the batch is a copy: slots can be reused at once
-    assert batch["rewards"][0, 0] == 2
-
-
-def test_dict_observations_get_one_buffer_per_key():
-    space = gym.spaces.Dict({"x": gym.spaces.Box(0, 1, (2,)), "action_mask": gym.spaces.MultiBinary(3)})
-    spec = UnrollSpec(space, gym.spaces.Discrete(3), unroll_length=2, envs_per_actor=1)
-    batch = UnrollBuffers(spec, 1, shared=False).gather([0])
-    assert set(batch["obs"]) == {"x", "action_mask"}
-    assert batch["obs"]["action_mask"].shape == (3, 1, 3)
-
-
-def test_parameter_server_versions_and_copies():
-    model = torch.nn.Linear(3, 2)
-    server = SharedParameters(model, shared=False)
-    server.publish(model, 7)
-    clone = torch.nn.Linear(3, 2)
-    assert server.read_into(clone) == 7 and server.version() == 7
-    for a, b in zip(model.parameters(), clone.parameters()):
-        assert torch.equal(a, b)
 
 
 def test_action_mask_is_honoured():
@@ -77,21 +43,6 @@ def test_lstm_evaluate_matches_stepwise_act():
         state = out.state * (1 - dones[t]).unsqueeze(-1)
     ev = policy.evaluate(obs, torch.stack(actions), policy.initial_state(2), dones)
     assert torch.allclose(ev.logp, torch.stack(logps), atol=1e-5)
-
-
-def test_unknown_key_is_named_with_a_suggestion():
-    with pytest.raises(ConfigError, match="ppo.lr"):
-        load_experiment("cartpole-ppo", ["ppo.lrr=0.1"])
-
-
-def test_unknown_preset_suggests_the_closest():
-    with pytest.raises(ConfigError, match="cartpole-ppo"):
-        load_experiment("cartpole-pop")
-
-
-def test_stop_section_needs_a_condition():
-    with pytest.raises(ConfigError, match="stop"):
-        load_experiment("ppo", ["stop.env_frames=null"])
 
 
 @pytest.mark.parametrize("encoder, convs", [("cnn", 3), ("cnn_shallow", 2)])
