@@ -83,6 +83,16 @@ def test_no_algorithm_name_is_compared_outside_the_registry():
                           + "\n".join(problems))
 
 
+def test_reading_an_experiment_loads_no_torch():
+    """Every spec is read whenever an experiment is (`menger config`, `menger presets`, a config check): specs name
+    their networks, which load torch only when a run builds one."""
+    script = ("import sys; from menger.experiment import list_presets, load_experiment; "
+              "[load_experiment(name) for name in list_presets()]; print(sorted({'torch', 'ray'} & set(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"reading every preset loaded {done.stdout.strip()}"
+
+
 def test_every_built_in_algorithm_is_registered_whole():
     for name in algorithms.BUILT_IN:
         algorithm = algorithms.get(name)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from menger.algorithms import Algorithm
-from menger.config import ConfigError, field
-from menger.models.build import policy_network
+from menger.config import field
+from menger.algorithms.networks import policy_network
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from menger.algorithms import Algorithm
-from menger.config import ConfigError, field
-from menger.models.build import refuse_board_mirror
-from menger.models.qnet import QNetwork
+from menger.config import field
+from menger.algorithms.networks import q_network
 
 
 @dataclass(frozen=True)
@@ -32,13 +31,6 @@ class ApexConfig:
                                                  "(Ape-X's actors); env: each of the actors x envs_per_actor "
                                                  "envs is one of Ape-X's N, so all of them explore differently")
     reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
-
-def q_network(obs_space, action_space, model, normalize=None) -> QNetwork:
-    """Ape-X's (and GORILA's) Q network from the experiment's model section."""
-    refuse_board_mirror(model, "apex")
-    return QNetwork(obs_space, action_space, encoder=model.encoder, hidden=tuple(model.hidden),
-                    activation=model.activation, dueling=model.dueling, board_channels=tuple(model.board_channels))
-
 
 def replay_values(config) -> dict:
     """Actors write max_a Q beside each step, for the replay's initial priorities."""

@@ -3,11 +3,8 @@ sharded parameter server."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
 
 from menger.algorithms import Algorithm
-from menger.config import ConfigError, field
-
 from menger.algorithms.apex.spec import ApexConfig, q_network, replay_values
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from menger.algorithms import Algorithm
-from menger.config import ConfigError, field
-from menger.models.build import policy_network
+from menger.config import field
+from menger.algorithms.networks import policy_network
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from menger.algorithms import Algorithm
-from menger.algorithms.pqn.network import PQNNetwork
 from menger.config import field
 
 
@@ -45,8 +44,11 @@ class PQNConfig:
         return None if env_frames is None else int(self.exploration_fraction * env_frames)
 
 
-def pqn_network(obs_space, action_space, model, normalize=None) -> PQNNetwork:
-    """Linear, LayerNorm, ReLU per `model.hidden` size (model.activation is not read: PQN's layers are these)."""
+def pqn_network(obs_space, action_space, model, normalize=None):
+    """Linear, LayerNorm, ReLU per `model.hidden` size (model.activation is not read: PQN's layers are these);
+    imported when first built, so reading an experiment never loads torch."""
+    from menger.algorithms.pqn.network import PQNNetwork
+
     return PQNNetwork(obs_space, action_space, hidden=tuple(model.hidden), encoder=model.encoder,
                       board_channels=tuple(model.board_channels))
 

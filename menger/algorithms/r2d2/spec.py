@@ -3,14 +3,13 @@ recurrent state their actor had, with a burn-in and rescaled values."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from menger.algorithms import Algorithm
 from menger.config import ConfigError, field
 
 from menger.algorithms.apex.spec import ApexConfig
-from menger.models.build import refuse_board_mirror
-from menger.models.qnet import RecurrentQNetwork
+from menger.algorithms.networks import recurrent_q_network
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,6 @@ class R2D2Config(ApexConfig):
     def starts(self, unroll_length: int) -> range:
         """The first steps of the sequences cut from an unroll."""
         return range(0, unroll_length - self.sequence_length + 1, self.period)
-
-def recurrent_q_network(obs_space, action_space, model, normalize=None) -> RecurrentQNetwork:
-    refuse_board_mirror(model, "r2d2")
-    return RecurrentQNetwork(obs_space, action_space, lstm_size=model.lstm_size, encoder=model.encoder,
-                             hidden=tuple(model.hidden), activation=model.activation, dueling=model.dueling,
-                             board_channels=tuple(model.board_channels))
-
 
 def _problems(config) -> list[str]:
     r2, steps = config.r2d2, config.runtime.unroll_length

@@ -3,12 +3,11 @@ learned temperature."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Optional
 
 from menger.algorithms import Algorithm
-from menger.config import ConfigError, field
-from menger.models.build import refuse_board_mirror
-from menger.models.sac import SquashedGaussianActor
+from menger.config import field
+from menger.algorithms.networks import squashed_gaussian_actor
 
 
 @dataclass(frozen=True)
@@ -28,13 +27,6 @@ class SACConfig:
     random_steps: int = field(0, min=0, doc="each actor acts uniformly at random for its first this many steps "
                               "per env (exploration before the first update)")
     max_grad_norm: float = field(0.0, min=0.0, doc="gradient norm clip (0 = none)")
-
-def squashed_gaussian_actor(obs_space, action_space, model, normalize=None) -> SquashedGaussianActor:
-    """What SAC's actors act with (its critics are the learner's own)."""
-    refuse_board_mirror(model, "sac")
-    return SquashedGaussianActor(obs_space, action_space, encoder=model.encoder, hidden=tuple(model.hidden),
-                                 activation=model.activation)
-
 
 ALGORITHM = Algorithm(
     name="sac", summary="SAC: soft actor-critic for Box actions, from replay", sections={"sac": SACConfig},

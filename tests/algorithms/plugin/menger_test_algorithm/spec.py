@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from menger.algorithms import Algorithm
 from menger.config import field
-from menger.models.build import policy_network
+from menger.algorithms.networks import policy_network
 
 
 @dataclass(frozen=True)
