@@ -21,6 +21,8 @@ cached parameters (`LocalActions`), or a central inference service's client (`ru
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
@@ -34,18 +36,21 @@ class Actor:
     def __init__(self, actor_id: int, incarnation: int, envs, policy, port: ActorPort, *, unroll_length: int,
                  seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None,
                  actions: ActionSource | None = None, sequence_period: int = 0,
-                 moments: UnrollMoments | None = None, gradient=None):
+                 moments: UnrollMoments | None = None, gradient=None,
+                 exploration: Callable[[int], None] | None = None):
         """`sequence_period` (r2d2): the recurrent state at every this many steps of an unroll goes into its slot's
         `core_states`, the stored state of the sequence that starts there. `moments` (`env.normalize`): each
         unroll's tag carries the moments of what it saw, for the trainer's running statistics. `gradient` (a3c
         with a parameter server: `menger.learners.a3c.A3CGradient`): the actor is an actor-learner, and writes
-        the gradient of each unroll's loss into the slot before its tag goes out."""
+        the gradient of each unroll's loss into the slot before its tag goes out. `exploration` (Ape-X's
+        annealed epsilons): called with the env frames this actor has stepped before each of its unrolls."""
         self.actor_id, self.incarnation = actor_id, incarnation
         self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
         self.sequence_period = sequence_period
         self.moments = moments
         self.gradient = gradient
+        self.exploration = exploration
         self.learner_timeout_s = learner_timeout_s
         self.num_envs = envs.num_envs
         self.generator = torch.Generator().manual_seed(seed)
@@ -75,6 +80,8 @@ class Actor:
     def unroll(self, slot: int) -> UnrollMeta:
         """One unroll into `slot`, on the newest parameters the port knows of (copied only when they moved)."""
         self.version = self.actions.refresh()
+        if self.exploration is not None:  # the unroll count comes back with a restored actor: so does its epsilon
+            self.exploration(self.sequence * self.unroll_length * self.num_envs)
         return self._fill(slot)
 
     def _fill(self, slot: int) -> UnrollMeta:

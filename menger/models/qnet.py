@@ -2,6 +2,7 @@
 
     q = QNetwork(obs_space, action_space, hidden=(256, 256), activation="relu")
     q.explore([i] * B, N, base=0.4, alpha=7)             # each of its B envs with copy i's 0.4^(1 + 7 i / (N - 1))
+    q.anneal(1.0, frames / decay_frames)                  # early in a run: from 1.0 down to those
     out = q.act(obs, None, generator=g)                   # ActOutput(action, logp=Q(s, a), state, value=max Q(s, .))
 
 Acting returns the value of the action taken (in `logp`'s place: the slot's per-step float) and the greedy
@@ -63,10 +64,16 @@ class QNetwork(nn.Module):
         self.advantage = nn.Linear(self.encoder.out_dim, self.num_actions)
         self.value = nn.Linear(self.encoder.out_dim, 1) if dueling else None
         self.epsilon = torch.zeros(1)  # per env of the acting batch (row r explores with epsilon[r % len])
+        self.settled = self.epsilon  # where `anneal` takes the epsilons in the end
 
     def explore(self, copies: list[int], num_copies: int, base: float, alpha: float) -> None:
         """Act with Ape-X's epsilon of copy `copies[r]` (of `num_copies`) for row r of each batch."""
-        self.epsilon = torch.tensor([apex_epsilon(i, num_copies, base, alpha) for i in copies])
+        self.epsilon = self.settled = torch.tensor([apex_epsilon(i, num_copies, base, alpha) for i in copies])
+
+    def anneal(self, start: float, progress: float) -> None:
+        """Act with epsilons `progress` (0 to 1) of the way from `start` to the ones `explore` set."""
+        done = min(max(float(progress), 0.0), 1.0)
+        self.epsilon = start + (self.settled - start) * done
 
     def initial_state(self, batch: int) -> torch.Tensor:
         return torch.zeros(0)

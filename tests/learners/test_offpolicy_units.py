@@ -104,3 +104,23 @@ def test_each_env_of_an_actor_explores_with_its_own_copys_epsilon():
     differs = (out != greedy).float()
     assert differs[0::2].mean() == pytest.approx(0.5 * 3 / 4, abs=0.05)   # random 1/2 of the time, 3/4 of it not greedy
     assert differs[1::2].mean() < 0.02
+
+
+def test_ape_x_epsilons_fall_from_the_start_to_each_actors_own_over_the_runs_first_frames():
+    from menger.algorithms.builders import explore_like_apex
+    from menger.experiment import load_experiment
+
+    config = load_experiment("apex", ["runtime.actors=2", "runtime.envs_per_actor=2", "apex.epsilon_decay_frames=1000",
+                                      "apex.epsilon_start=1.0"])
+    q = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), ModelConfig(hidden=(16,)), "apex")
+    anneal = explore_like_apex(config, q, actor_id=1)["exploration"]
+    settled = torch.tensor([apex_epsilon(1, 2)] * 2)
+    anneal(0)
+    assert torch.allclose(q.epsilon, torch.ones(2))  # every env at random at first
+    anneal(250)  # this actor's 250 frames stand for the run's 500 (of two actors): half way
+    assert torch.allclose(q.epsilon, (1.0 + settled) / 2)
+    anneal(10_000)
+    assert torch.allclose(q.epsilon, settled)  # Ape-X's own epsilon once the decay is over
+    fixed = load_experiment("apex", ["apex.epsilon_decay_frames=0"])
+    assert explore_like_apex(fixed, q, actor_id=0) == {"exploration": None}
+    assert torch.allclose(q.epsilon, torch.tensor([apex_epsilon(0, 2)] * 8))  # fixed from the first step

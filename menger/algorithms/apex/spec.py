@@ -30,6 +30,12 @@ class ApexConfig:
     epsilon_per: Literal["actor", "env"] = field("actor", doc="actor: every env of actor i explores with eps_i "
                                                  "(Ape-X's actors); env: each of the actors x envs_per_actor "
                                                  "envs is one of Ape-X's N, so all of them explore differently")
+    epsilon_start: float = field(1.0, min=0.0, max=1.0, doc="every env's epsilon at the start of the run; it falls "
+                                 "linearly to its Ape-X epsilon over epsilon_decay_frames (DQN's annealing, so a "
+                                 "fleet of 1-4 actors explores before its epsilons settle)")
+    epsilon_decay_frames: int = field(50_000, min=0, doc="env frames of the whole run over which every epsilon "
+                                      "falls from epsilon_start to its Ape-X value (0: Ape-X's fixed epsilons "
+                                      "from the start)")
     reward_clip: Optional[float] = field(None, doc="clip rewards to [-x, x] (1.0 for Atari)")
 
 def replay_values(config) -> dict:

@@ -9,5 +9,4 @@ def make_learner(config, policy, device) -> GorilaLearner:
 
 
 def actor_parts(config, policy, *, actor_id: int, incarnation: int, restore) -> dict:
-    explore_like_apex(config, policy, actor_id)
-    return {}
+    return explore_like_apex(config, policy, actor_id)

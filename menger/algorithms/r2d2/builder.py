@@ -8,5 +8,4 @@ def make_learner(config, policy, device) -> R2D2Learner:
 
 
 def actor_parts(config, policy, *, actor_id: int, incarnation: int, restore) -> dict:
-    explore_like_apex(config, policy, actor_id)
-    return {"sequence_period": config.r2d2.period}
+    return {**explore_like_apex(config, policy, actor_id), "sequence_period": config.r2d2.period}
