@@ -1,4 +1,4 @@
-"""`menger`: train | resume | tune | eval | match | plot | league | presets | config, and the applications' place |
+"""`menger`: train | resume | tune | eval | match | plot | bench | league | presets | config, and the applications' place |
 cost | schedule."""
 from __future__ import annotations
 
@@ -135,6 +135,23 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", help="where to write it (default RUN_DIR/policy.pt, RUN_DIR/policy.onnx)")
     ex.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
+
+    be = sub.add_parser("bench", help="train a generic preset on every env of a suite, seed by seed; a table against "
+                        "published references and learning curves (resumable: run the same command again)")
+    be.add_argument("suite", nargs="?", help="a suite name (benchmarks/suites/NAME.yaml) or a suite file")
+    be.add_argument("--algo", help="the generic preset to train: ppo, apex, sac, r2d2, impala, a3c, marl, ...")
+    seeds = be.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", type=int, default=3, metavar="N", help="seeds 1..N (default 3)")
+    seeds.add_argument("--seed-list", type=int, nargs="+", metavar="SEED", help="these seeds instead")
+    be.add_argument("--out", default="runs/bench", help="where cells go: OUT/SUITE/ALGO/ENV/seedK (default runs/bench)")
+    be.add_argument("--envs", nargs="+", metavar="ID", default=[], help="only these envs of the suite")
+    be.add_argument("--frames-scale", type=float, default=1.0, metavar="X", help="multiply every frame budget by X")
+    be.add_argument("--eval-interval-s", type=float, metavar="S", help="seconds of training between deterministic "
+                    "evaluations (default: the suite's eval_interval_s)")
+    be.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation (default 10)")
+    be.add_argument("--retry-failed", action="store_true", help="train failed cells again instead of keeping them")
+    be.add_argument("--report", metavar="DIR", help="only render table.md, table.json and curves.png of "
+                    "OUT/SUITE/ALGO from its finished cells")
 
     pl = sub.add_parser("plot", help="write plot.png of a run: return, throughput, policy lag")
     pl.add_argument("run_dir")
@@ -318,6 +335,26 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_bench(args, argv: list[str] | None = None) -> int:
+    from menger.commands.bench import bench, write_report
+
+    if args.report:
+        paths = write_report(Path(args.report))
+    else:
+        if not args.suite or not args.algo:
+            raise SystemExit("menger bench: give a SUITE and --algo A (or --report OUT/SUITE/ALGO)")
+        seeds = args.seed_list or list(range(1, args.seeds + 1))
+        command = " ".join(["menger", *(argv or [])])
+        summary, paths = bench(args.suite, args.algo, seeds=seeds, out=Path(args.out), envs=args.envs,
+                               frames_scale=args.frames_scale, eval_interval_s=args.eval_interval_s,
+                               eval_episodes=args.eval_episodes, command=command, retry_failed=args.retry_failed)
+        print(f"cells: {len(summary.ran)} ran ({len(summary.failed)} failed), {len(summary.finished_before)} "
+              f"finished before, {len(summary.skipped)} skipped")
+    for name, path in paths.items():
+        print(f"{name + ':':8s} {path}")
+    return 0
+
+
 def cmd_league(args) -> int:
     from menger.league import STATE_FILE, read_state
     from menger.league.report import format_players, write_payoff_png
@@ -453,6 +490,8 @@ def main(argv: list[str] | None = None) -> int:
         args.debug = debug
         if args.command == "train":
             return cmd_train(args, argv)
+        if args.command == "bench":
+            return cmd_bench(args, argv)
         return COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print("menger: interrupted; the run directory holds a checkpoint to resume from", file=sys.stderr)
