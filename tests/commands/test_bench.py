@@ -1,0 +1,249 @@
+"""`menger bench`: the suite files validate, the table's arithmetic, and the runner's resume, failure and skip rules
+(with a fake cell runner; one real CartPole cell of 2,000 frames is marked slow)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from menger.commands.bench import (
+    Cell,
+    SuiteError,
+    aggregate_curve,
+    bootstrap_interval,
+    check_imports,
+    load_suite,
+    plan_cells,
+    ratio,
+    run_bench,
+    suite_names,
+    table_rows,
+    validate_suite,
+    write_report,
+    MissingPackageError,
+)
+
+SUITES = ["atari", "box2d", "classic", "minatar", "mujoco", "pettingzoo", "pomdp"]
+SOURCE = {"title": "a paper", "url": "https://example.org/paper"}
+
+
+def tiny_suite(**entry) -> dict:
+    return {"name": "tiny", "description": "two envs", "algos": ["ppo"], "entries": [
+        {"id": "CartPole-v1", "action": "discrete", "frames": 1000, "random": {"value": 20.0, "computed": "here"},
+         "reference": {"ppo": {"value": 500.0, "source": SOURCE}}, **entry},
+        {"id": "Pendulum-v1", "action": "continuous", "frames": 1000, "note": "no reference found"}]}
+
+
+# ------------------------------------------------------------------------------------------------------- suites
+@pytest.mark.parametrize("name", SUITES)
+def test_every_suite_file_validates(name):
+    suite = load_suite(name)
+    assert suite.name == name and suite.algos and suite.entries
+    for entry in suite.entries:
+        assert entry.frames > 0 and entry.action in ("discrete", "continuous")
+        for reference in entry.reference.values():
+            assert np.isfinite(reference.value) and reference.source.url.startswith("https://")
+        assert entry.reference or entry.note, f"{entry.id}: a missing reference says why"
+        for settings in entry.settings.values():
+            assert settings.source.url.startswith("https://") and all("." in key for key in settings.values)
+
+
+def test_the_required_suites_ship():
+    assert set(SUITES) <= set(suite_names())
+    assert {e.id for e in load_suite("classic").entries} == {"CartPole-v1", "Acrobot-v1", "MountainCar-v0",
+                                                              "Pendulum-v1", "MountainCarContinuous-v0"}
+    assert len(load_suite("minatar").entries) == 5
+
+
+def test_a_suite_with_mistakes_lists_each_with_the_fix():
+    data = tiny_suite(frame=10, reference={"ppo": {"value": "high", "source": {"title": "x"}}})
+    data["entries"][1]["frames"] = 0
+    with pytest.raises(SuiteError) as error:
+        validate_suite(data, "tiny.yaml")
+    text = str(error.value)
+    assert "unknown key 'frame' (did you mean 'frames'?)" in text
+    assert "reference.ppo.value: a number" in text and "needs a title and an http(s) url" in text
+    assert "(Pendulum-v1).frames: the frame budget" in text
+
+
+def test_an_entry_without_reference_must_say_why():
+    data = tiny_suite()
+    del data["entries"][1]["note"]
+    with pytest.raises(SuiteError, match="no reference: say why in a note"):
+        validate_suite(data)
+
+
+def test_an_unknown_suite_names_the_known_ones():
+    with pytest.raises(SuiteError, match="did you mean 'classic'"):
+        load_suite("clasic")
+
+
+# ------------------------------------------------------------------------------------------------- the arithmetic
+def test_bootstrap_interval_is_fixed_and_brackets_the_mean():
+    values = [100.0, 200.0, 300.0]
+    low, high = bootstrap_interval(values)
+    assert (low, high) == bootstrap_interval(values)  # a fixed rng seed: the same table every time
+    assert 100.0 <= low < 200.0 < high <= 300.0
+    assert bootstrap_interval([7.0]) == (7.0, 7.0)
+
+
+def test_ratio_is_normalized_by_random_or_plain_without_it():
+    assert ratio(260.0, 500.0, 20.0) == (0.5, "normalized")
+    assert ratio(250.0, 500.0, None) == (0.5, "plain")
+    assert ratio(250.0, None, 20.0) == (None, "")
+
+
+def fabricated(env: str, seed: int, final: float, best: float, status: str = "done") -> dict:
+    return {"status": status, "env": env, "seed": seed, "final_return": final, "best_return": best,
+            "frames": 1000 + seed, "wall_s": 10.0 * seed, "curve": [[0, 0.0], [500, best], [1000 + seed, final]]}
+
+
+def test_table_rows_from_fabricated_results():
+    suite = validate_suite(tiny_suite())
+    results = [fabricated("CartPole-v1", 1, 200.0, 300.0), fabricated("CartPole-v1", 2, 400.0, 500.0),
+               {"status": "failed", "env": "CartPole-v1", "seed": 3, "error": "boom"},
+               {"status": "skipped", "env": "Pendulum-v1", "seed": 1, "reason": "cannot act"}]
+    cartpole, pendulum = table_rows(suite, "ppo", results)
+    assert cartpole["seeds"] == [1, 2] and cartpole["failed"] == [3]
+    assert cartpole["final_mean"] == 300.0 and cartpole["best_mean"] == 400.0
+    assert cartpole["final_ci"][0] >= 200.0 and cartpole["final_ci"][1] <= 400.0
+    assert cartpole["frames_median"] == 1001.5 and cartpole["wall_s_median"] == 15.0
+    assert cartpole["ratio"] == pytest.approx((300.0 - 20.0) / (500.0 - 20.0))
+    assert cartpole["ratio_kind"] == "normalized"
+    assert pendulum["skipped"] == "cannot act" and pendulum["final_mean"] is None  # a miss stays in the table
+
+
+def test_aggregate_curve_interpolates_and_bands():
+    grid, mean, low, high = aggregate_curve([[[0, 0.0], [100, 10.0]], [[0, 10.0], [100, 30.0]]], points=3)
+    assert list(grid) == [0.0, 50.0, 100.0]
+    assert list(mean) == [5.0, 12.5, 20.0]
+    assert np.all(low <= mean) and np.all(mean <= high)
+
+
+def test_write_report_renders_table_and_curves(tmp_path):
+    suite = validate_suite(tiny_suite())
+    for seed, final in ((1, 100.0), (2, 300.0)):
+        run_dir = tmp_path / "CartPole-v1" / f"seed{seed}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "result.json").write_text(json.dumps(fabricated("CartPole-v1", seed, final, final)))
+    paths = write_report(tmp_path, suite, "ppo")
+    table = paths["table"].read_text()
+    assert "| CartPole-v1 | 2 | 200 [" in table and "normalized" in table
+    assert json.loads(paths["json"].read_text())["rows"][0]["final_mean"] == 200.0
+    assert paths["curves"].read_bytes().startswith(b"\x89PNG")
+
+
+# ------------------------------------------------------------------------------------------------------ the runner
+def discrete_only(algo: str):
+    return "q", False, False
+
+
+def plan(tmp_path, describe=discrete_only, **entry) -> list[Cell]:
+    return plan_cells(validate_suite(tiny_suite(**entry)), "ppo", [1, 2], tmp_path, describe_algo=describe)
+
+
+class FakeRunner:
+    """Writes what a finished run leaves: a metrics.jsonl with evaluations and the final evaluation."""
+
+    def __init__(self, fail_env: str = ""):
+        self.calls: list[tuple[str, int, bool]] = []
+        self.fail_env = fail_env
+
+    def run(self, cell: Cell, resume: bool) -> int:
+        self.calls.append((cell.env, cell.seed, resume))
+        if cell.env == self.fail_env:
+            (cell.run_dir / "error.txt").write_text("Traceback ...\nRuntimeError: the env exploded\n")
+            return 1
+        records = [{"step": 500, "time/wall_s": 1.0, "eval/return_mean": 50.0, "eval/count": 1},
+                   {"step": 1000, "time/wall_s": 2.0, "eval/return_mean": 50.0, "eval/count": 1}]
+        (cell.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (cell.run_dir / "final_eval.json").write_text(json.dumps({"return_mean": 40.0 + cell.seed}))
+        return 0
+
+
+def test_a_cell_the_algorithm_cannot_act_in_is_skipped_with_a_message(tmp_path):
+    cells = plan(tmp_path)
+    lines: list[str] = []
+    summary = run_bench(cells, FakeRunner(), "menger bench tiny --algo ppo", echo=lines.append)
+    assert [c.env for c in summary.skipped] == ["Pendulum-v1", "Pendulum-v1"]
+    assert any("skipped: ppo acts in 'q' action spaces (discrete only); Pendulum-v1 has continuous" in line
+               for line in lines)
+    result = json.loads((cells[2].run_dir / "result.json").read_text())
+    assert result["status"] == "skipped"
+
+
+def test_a_done_cell_records_final_best_and_curve(tmp_path):
+    cells = plan(tmp_path)
+    run_bench(cells, FakeRunner(), "the command", echo=lambda _: None)
+    result = json.loads((cells[0].run_dir / "result.json").read_text())
+    assert result["status"] == "done" and result["final_from"] == "final evaluation"
+    assert result["final_return"] == 41.0 and result["best_return"] == 50.0
+    assert result["curve"] == [[500, 50.0], [1000, 41.0]] and result["frames"] == 1000
+    assert result["command"] == "the command" and "menger train ppo --set env.id=CartPole-v1" in \
+        result["train_command"]
+
+
+def test_rerunning_skips_finished_cells_and_resumes_a_killed_one(tmp_path):
+    cells = plan(tmp_path)
+    runner = FakeRunner()
+    run_bench(cells, runner, "cmd", echo=lambda _: None)
+    assert runner.calls == [("CartPole-v1", 1, False), ("CartPole-v1", 2, False)]
+    killed = cells[1].run_dir
+    (killed / "result.json").unlink()  # killed after its checkpoint, before it finished
+    (killed / "checkpoints").mkdir()
+    (killed / "checkpoints" / "ckpt-1").write_text("x")
+    again = FakeRunner()
+    summary = run_bench(cells, again, "cmd", echo=lambda _: None)
+    assert again.calls == [("CartPole-v1", 2, True)]
+    assert len(summary.finished_before) == 3
+
+
+def test_a_failed_cell_is_recorded_and_the_bench_goes_on(tmp_path):
+    suite = tiny_suite()
+    suite["entries"].insert(0, {"id": "Acrobot-v1", "action": "discrete", "frames": 10, "note": "none"})
+    cells = plan_cells(validate_suite(suite), "ppo", [1], tmp_path, describe_algo=discrete_only)
+    runner = FakeRunner(fail_env="Acrobot-v1")
+    summary = run_bench(cells, runner, "cmd", echo=lambda _: None)
+    assert [c.env for c in summary.failed] == ["Acrobot-v1"]
+    assert ("CartPole-v1", 1, False) in runner.calls
+    failed = json.loads((cells[0].run_dir / "result.json").read_text())
+    assert failed["status"] == "failed" and "the env exploded" in failed["error"]
+    retried = FakeRunner()
+    run_bench(cells, retried, "cmd", retry_failed=True, echo=lambda _: None)
+    assert retried.calls == [("Acrobot-v1", 1, False)]
+
+
+def test_published_settings_are_applied_as_overrides(tmp_path):
+    cells = plan(tmp_path, settings={"ppo": {"source": SOURCE, "set": {"ppo.lr": 0.001, "model.hidden": [64, 64]}}})
+    assert cells[0].overrides[:3] == ("env.id=CartPole-v1", "stop.env_frames=1000", "runtime.seed=1")
+    assert "ppo.lr=0.001" in cells[0].overrides and "model.hidden=[64, 64]" in cells[0].overrides
+    assert str(cells[1].run_dir).endswith("tiny/ppo/CartPole-v1/seed2")
+
+
+def test_a_missing_env_package_names_the_extra(tmp_path):
+    cells = plan(tmp_path, imports=["surely_not_installed_pkg"])
+    with pytest.raises(MissingPackageError, match=r'pip install "menger-rl\[suites\]"'):
+        check_imports(cells)
+
+
+def test_the_real_presets_skip_by_action_space(tmp_path):
+    suite = load_suite("classic")
+    reasons = {c.env: c.skip_reason for c in plan_cells(suite, "sac", [1], tmp_path)}
+    assert "discrete" in reasons["CartPole-v1"] and reasons["Pendulum-v1"] == ""
+    assert all(not c.skip_reason for c in plan_cells(suite, "ppo", [1], tmp_path))
+
+
+@pytest.mark.slow
+def test_one_real_cell_trains_evaluates_and_resumes_as_done(tmp_path):
+    from menger.cli import main
+
+    argv = ["bench", "classic", "--algo", "ppo", "--seed-list", "1", "--envs", "CartPole-v1", "--frames-scale",
+            "0.02", "--eval-episodes", "2", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    result = json.loads((tmp_path / "classic/ppo/CartPole-v1/seed1/result.json").read_text())
+    assert result["status"] == "done" and result["frames"] >= 2000 and result["final_from"] == "final evaluation"
+    assert main(argv) == 0  # finished: skipped, the report written again
+    assert (tmp_path / "classic/ppo/curves.png").is_file()
+    assert main(["bench", "--report", str(tmp_path / "classic/ppo")]) == 0
