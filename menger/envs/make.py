@@ -212,8 +212,10 @@ def _find_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
         problems = "".join(f" ({name} could not be imported: {problem})" for name, problem in import_problems)
         raise UnknownEnvError(
             f"Unknown environment id {env_id!r}.{_did_you_mean(env_id, list(gymnasium.registry))} "
-            "Give a gymnasium id (list them with gymnasium.pprint_registry()) or a user env as "
-            f"'package.module:ClassOrFactory'.{problems}"
+            "Give a gymnasium id (list them with gymnasium.pprint_registry()), a user env as "
+            "'package.module:ClassOrFactory', or, for an id that a package registers when it is imported, "
+            f"'package:Id' (e.g. 'minigrid:MiniGrid-Empty-5x5-v0'), which imports the package first in every process."
+            f"{problems}"
         ) from exc
 
 

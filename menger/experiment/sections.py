@@ -66,7 +66,9 @@ class MultiAgentConfig:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    id: str = field("CartPole-v1", doc="a gymnasium id (e.g. CartPole-v1, ALE/Pong-v5) or 'package.module:ClassOrFactory'")
+    id: str = field("CartPole-v1", doc="a gymnasium id (e.g. CartPole-v1, ALE/Pong-v5), "
+                    "'package:Id' for an id that a package registers when imported (the package is imported first, "
+                    "in every process), or 'package.module:ClassOrFactory'")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the environment's constructor")
     preset: Optional[Literal["atari"]] = field(None, doc="'atari': ALE with frame skip 4, 84x84 grey, stack 4")
     nonfinite: Literal["drop", "fail"] = field("drop", doc="NaN/Inf from the env: drop the transition and count it, or fail")
@@ -99,7 +101,8 @@ class EnvConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     encoder: Literal["auto", "mlp", "cnn", "cnn_shallow", "board"] = field(
-        "auto", doc="auto: a Nature CNN for [C,H,W] images, else an MLP; cnn_shallow: IMPALA's shallow CNN (3x "
+        "auto", doc="auto: for an image ([C,H,W] or [H,W,C]) the Nature CNN, or MinAtar's one 3x3 layer where it "
+        "is smaller than 36x36; else an MLP over every entry; cnn_shallow: IMPALA's shallow CNN (3x "
         "cheaper); board: 3x3 convolutions that keep the size of an [H,W,C] board (PettingZoo's classic games), "
         "then the MLP")
     hidden: tuple[int, ...] = field((64, 64), doc="MLP layer sizes (the CNN uses the last one for its dense layer)")

@@ -104,6 +104,24 @@ def test_ids_of_entry_point_providers_resolve(user_envs_on_path, tmp_path, monke
         sys.modules.pop("menger_test_plugin", None)
 
 
+def test_an_id_a_package_registers_when_imported_resolves_as_package_colon_id(user_envs_on_path, tmp_path,
+                                                                           monkeypatch):
+    """gymnasium 1.x loads no plugins by itself: 'package:Id' imports the package, whose import registers Id."""
+    import gymnasium
+
+    (tmp_path / "menger_test_registers.py").write_text(
+        "import gymnasium\n"
+        "gymnasium.register('MengerTestRegistered-v0', entry_point='menger_test_user_envs:CounterEnv')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(UnknownEnvError, match="'package:Id'"):  # the error names the form
+            make_vec_env("MengerTestRegistered-v0", 2, seed=0)
+        assert make_vec_env("menger_test_registers:MengerTestRegistered-v0", 2, seed=0).reset().shape == (2, 1)
+    finally:
+        gymnasium.registry.pop("MengerTestRegistered-v0", None)
+        sys.modules.pop("menger_test_registers", None)
+
+
 def test_an_entry_point_provider_that_fails_is_reported_with_the_unknown_id(tmp_path, monkeypatch):
     _install_fake_distribution(tmp_path, "[menger.env_providers]\nbroken = menger_no_such_plugin_module\n")
     monkeypatch.syspath_prepend(str(tmp_path))
