@@ -52,26 +52,39 @@ class MLPEncoder(nn.Module):
 
 
 class ImageCNN(nn.Module):
-    """A convolutional encoder on [N, C, H, W] frames (uint8 frames are scaled by 1/255), then one ReLU layer.
+    """A convolutional encoder on [N, C, H, W] frames, or [N, H, W, C] ones (`channels_last`, as gymnasium's
+    image spaces and MinAtar have them), then one ReLU layer; uint8 frames are scaled by 1/255.
 
-    Two layouts, both from the papers Menger follows:
+    Three layouts, all from the papers Menger follows:
     - ``nature``: Mnih et al. 2015 (DQN Nature): 32 8x8/4, 64 4x4/2, 64 3x3/1, then `hidden` (512);
     - ``shallow``: Mnih et al. 2013, the IMPALA paper's "shallow" model: 16 8x8/4, 32 4x4/2, then `hidden`
-      (256); about 3x fewer operations, which is what a CPU learner can afford for Atari.
+      (256); about 3x fewer operations, which is what a CPU learner can afford for Atari;
+    - ``small``: Young and Tian 2019 (MinAtar): 16 3x3/1, then `hidden` (128), for images smaller than the
+      36x36 the others need (a 7x7 grid world, MinAtar's 10x10).
     """
 
-    LAYOUTS = {"nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "shallow": ((16, 8, 4), (32, 4, 2))}
+    LAYOUTS = {"nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)), "shallow": ((16, 8, 4), (32, 4, 2)),
+               "small": ((16, 3, 1),)}
+    SMALLEST = {"nature": 36, "shallow": 20, "small": 3}  # height and width the layout's kernels need
 
-    def __init__(self, obs_space: gym.Space, hidden: int = 512, layout: str = "nature"):
+    def __init__(self, obs_space: gym.Space, hidden: int = 512, layout: str = "nature", channels_last: bool = False):
         super().__init__()
-        channels, height, width = obs_space.shape
+        self.channels_last = channels_last
+        if channels_last:
+            height, width, channels = obs_space.shape
+        else:
+            channels, height, width = obs_space.shape
+        if min(height, width) < self.SMALLEST[layout]:
+            raise ValueError(f"an image of {height}x{width} is smaller than the {self.SMALLEST[layout]}x"
+                             f"{self.SMALLEST[layout]} that the {layout!r} CNN's kernels need; use model.encoder=auto, "
+                             "which picks the small CNN for it")
         layers: list[nn.Module] = []
         for out_channels, kernel, stride in self.LAYOUTS[layout]:
             layers += [nn.Conv2d(channels, out_channels, kernel, stride=stride), nn.ReLU()]
             channels = out_channels
         self.conv = nn.Sequential(*layers, nn.Flatten())
         with torch.no_grad():
-            n_flat = self.conv(torch.zeros(1, obs_space.shape[0], height, width)).shape[1]
+            n_flat = self.conv(torch.zeros(1, layers[0].in_channels, height, width)).shape[1]
         self.fc = nn.Sequential(nn.Linear(n_flat, hidden), nn.ReLU())
         self.out_dim = hidden
         self.scale = 1.0 / 255.0 if obs_space.dtype == np.uint8 else 1.0
@@ -83,7 +96,10 @@ class ImageCNN(nn.Module):
     def forward(self, obs) -> torch.Tensor:
         # channels-last frames make the CPU convolutions (oneDNN) 1.3-1.7x faster, forward and backward; the
         # weights stay contiguous so parameter vectors and checkpoints need no special layout
-        frames = obs.contiguous(memory_format=torch.channels_last)
+        frames = obs.permute(0, 3, 1, 2) if self.channels_last else obs
+        frames = frames.contiguous(memory_format=torch.channels_last)
+        if frames.dtype == torch.bool:
+            frames = frames.float()
         return self.fc(self.conv(frames * self.scale))
 
 
@@ -150,16 +166,29 @@ def _entry_space(space: gym.Space, key: str) -> gym.Space:
     return space[key] if key else space
 
 
+def image_channels_last(shape: tuple[int, ...]) -> bool:
+    """Whether an image's channels are its last axis: unless its first axis is smaller than both others (the
+    Atari preset's stack of 4 84x84 frames, [C, H, W]), gymnasium's [H, W, C] (RGB frames, grid worlds, MinAtar)."""
+    return not (shape[0] < shape[1] and shape[0] < shape[2])
+
+
 def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], activation: str,
                   critic: bool = False, board_channels: tuple[int, ...] = (64, 64)) -> nn.Module:
-    if kind == "auto":
-        is_image = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
+    is_image = isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3
+    auto = kind == "auto"
+    if auto:
         kind = "cnn" if is_image else "mlp"
     if kind in ("cnn", "cnn_shallow"):
-        if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 3):
-            raise ValueError(f"model.encoder={kind} needs an image observation [C, H, W]; got {obs_space}")
+        if not is_image:
+            raise ValueError(f"model.encoder={kind} needs an image observation [C, H, W] or [H, W, C]; got {obs_space}")
+        channels_last = image_channels_last(obs_space.shape)
+        height, width = obs_space.shape[:2] if channels_last else obs_space.shape[1:]
         layout = "nature" if kind == "cnn" else "shallow"
-        return ImageCNN(obs_space, hidden=hidden[-1] if hidden else (512 if layout == "nature" else 256), layout=layout)
+        if auto and min(height, width) < ImageCNN.SMALLEST[layout]:  # too small for Atari's kernels: MinAtar's
+            layout = "small"
+        default = {"nature": 512, "shallow": 256, "small": 128}[layout]
+        return ImageCNN(obs_space, hidden=hidden[-1] if hidden else default, layout=layout,
+                        channels_last=channels_last)
     if kind == "board":
         return BoardCNN(obs_space, tuple(board_channels), hidden, activation)
     if kind == "mlp":

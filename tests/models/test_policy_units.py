@@ -63,3 +63,29 @@ def test_image_encoders_have_the_papers_layouts_and_move_parameters_as_plain_vec
     assert server.read_into(clone) == 1
     policy.encoder.scale = 1.0 / 255.0
     torch.testing.assert_close(clone(obs)[1], policy(obs)[1])
+
+
+@pytest.mark.parametrize("shape, dtype, channels_last, layout", [
+    ((4, 84, 84), np.uint8, False, "nature"),   # the Atari preset's stack of frames
+    ((84, 84, 3), np.uint8, True, "nature"),    # a gymnasium RGB frame
+    ((7, 7, 3), np.uint8, True, "small"),       # a grid world's view: Atari's 8x8 kernel does not fit
+    ((10, 10, 4), np.bool_, True, "small"),     # MinAtar's channels of flags
+])
+def test_the_auto_encoder_fits_the_image_it_is_given(shape, dtype, channels_last, layout):
+    from menger.models.encoders import ImageCNN
+
+    high = 255 if dtype == np.uint8 else 1
+    space = gym.spaces.Box(0, high, shape, dtype)
+    policy = build_policy(space, gym.spaces.Discrete(3), ModelConfig(hidden=(32,)))
+    assert isinstance(policy.encoder, ImageCNN) and policy.encoder.channels_last == channels_last
+    assert policy.encoder.conv[0].kernel_size == ImageCNN.LAYOUTS[layout][0][1:2] * 2
+    obs = torch.as_tensor(np.stack([space.sample() for _ in range(5)]))
+    logits, values, _ = policy(obs)
+    assert logits.shape == (5, 3) and torch.isfinite(values).all()
+    assert policy.encoder.conv[0].in_channels == (shape[-1] if channels_last else shape[0])
+
+
+def test_an_encoder_asked_for_by_name_that_does_not_fit_the_image_says_what_does():
+    with pytest.raises(ValueError, match="smaller than the 36x36.*model.encoder=auto"):
+        build_policy(gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), gym.spaces.Discrete(3),
+                     ModelConfig(encoder="cnn", hidden=(32,)))
