@@ -4,8 +4,10 @@ Settings follow the usual Atari benchmark protocol: 4 frames skipped per action 
 last two), 84x84 greyscale, 4 frames stacked, up to 30 no-op actions at reset. Sticky actions, the action set
 and the episode cap follow the id: probability 0.25 for ``ALE/Pong-v5`` (Machado et al. 2018), none for
 ``PongNoFrameskip-v4`` (Mnih et al. 2015, the protocol of the IMPALA paper); 0.25 for a bare ROM name.
-Anything else keeps ALE's defaults (rewards clipped to [-1, 1],
-FIRE pressed at reset, no episode end on life loss); any of them can be overridden by ``kwargs``.
+Rewards are the game's own (ALE clips them to [-1, 1] by default): the returns Menger reports are the ones papers
+report, and an algorithm clips them, if at all, inside its loss (``reward_clip`` of apex, r2d2, impala and appo,
+1.0 in the Atari presets). Anything else keeps ALE's defaults (FIRE pressed at reset, no episode end on life
+loss); any of them can be overridden by ``kwargs``.
 Observations are uint8 [B, 4, 84, 84]. ROMs ship with ale-py, so nothing is downloaded.
 """
 
@@ -23,6 +25,7 @@ ATARI_PRESET: dict[str, Any] = {
     "grayscale": True,
     "stack_num": 4,
     "noop_max": 30,
+    "reward_clipping": False,
 }
 ID_SETTINGS = ("repeat_action_probability", "full_action_space", "max_num_frames_per_episode")
 

@@ -161,6 +161,21 @@ def test_atari_sticky_actions_follow_the_env_id():
     assert id_settings("pong")["repeat_action_probability"] == 0.25  # a bare ROM name: the v5 protocol
 
 
+def test_the_atari_preset_reports_the_games_own_rewards_not_clipped_ones():
+    """Space Invaders pays 5 to 30 for an alien: a return clipped to [-1, 1] per step is no paper's figure."""
+    env = make_vec_env("SpaceInvadersNoFrameskip-v4", 2, seed=0, preset="atari")
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    largest = 0.0
+    for _ in range(400):
+        result = env.step(rng.integers(0, 6, 2))
+        largest = max(largest, float(np.max(result.reward)))
+        if largest > 1:
+            break
+    env.close()
+    assert largest >= 5
+
+
 def test_catch_resets_on_the_next_step_and_pays_at_the_bottom():
     env = make_vec_env("menger/Catch-v0", 3, seed=0)
     obs = env.reset(seed=0)
