@@ -38,16 +38,23 @@ class MLPEncoder(nn.Module):
                  critic: bool = False):
         super().__init__()
         self.keys = _entry_keys(obs_space, critic)
-        in_dim = sum(int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
+        # a Discrete entry (a state's index, rock-paper-scissors' last move) is read one-hot, as SB3 and RLlib do
+        self.one_hot = {k: int(space.n) for k in self.keys
+                        if isinstance(space := _entry_space(obs_space, k), gym.spaces.Discrete)}
+        in_dim = sum(self.one_hot.get(k) or int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
         self.net = _mlp([in_dim, *hidden], act)
         self.out_dim = hidden[-1] if hidden else in_dim
 
+    def _entry(self, x: torch.Tensor, key: str) -> torch.Tensor:
+        n = self.one_hot.get(key)
+        return x.flatten(1) if n is None else nn.functional.one_hot(x.reshape(-1).long(), n).float()
+
     def forward(self, obs) -> torch.Tensor:
         if isinstance(obs, dict):
-            x = torch.cat([obs[k].flatten(1) for k in self.keys], dim=1)
+            x = torch.cat([self._entry(obs[k], k) for k in self.keys], dim=1)
         else:
-            x = obs.flatten(1)
+            x = self._entry(obs, "")
         return self.net(x)
 
 
