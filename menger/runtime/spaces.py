@@ -2,6 +2,8 @@
 and the algorithm's network built once on them. What does not fit ends here with one clear error."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 
 import gymnasium as gym
@@ -11,6 +13,8 @@ from menger import registry
 from menger.config import ConfigError
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
 from menger.models import build_policy
+
+log = logging.getLogger("menger.trainer")
 
 
 class NetworkBuildError(ConfigError):
@@ -30,8 +34,12 @@ def check_fit(cfg) -> tuple[tuple, bool]:
     building its network once on them: an unknown env id, bad env kwargs, an algorithm that does not take a
     multi-agent env, or a network that does not build end here."""
     facts: dict = {}
-    spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s,
-                          cfg.runtime.envs_per_actor, facts)
+    spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts)
+    rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
+    if per_game > 1 and rows % per_game:
+        raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {cfg.env.id} has "
+                          f"{per_game} of them per game (env.multiagent.learn): give a multiple of {per_game}, e.g. "
+                          f"{max(1, rows // per_game) * per_game}")
     if facts["multiagent"] and not cfg.algorithm.multi_agent:
         raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
                           "unfinished agents are not given to the replay algorithms yet; train it with "
@@ -48,7 +56,7 @@ def check_fit(cfg) -> tuple[tuple, bool]:
     return spaces, facts["multiagent"]
 
 
-def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1, facts: dict | None = None):
+def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None):
     """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
     constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
     instead of freezing it (a thread cannot be killed; it is left behind as a daemon)."""
@@ -78,14 +86,25 @@ def probe_spaces(env, seed: int, timeout_s: float, rows: int = 1, facts: dict | 
         raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
                               f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
                               "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
-    if facts is not None:  # what else the probe saw: whether the env is a multi-agent one
+    if facts is not None:  # what else the probe saw: a multi-agent env, and its rows (learned agents) per game
         facts["multiagent"] = outcome["multiagent"]
-    per_game = outcome["rows_per_game"]
-    if per_game > 1 and rows % per_game:
-        raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {env.id} has "
-                          f"{per_game} of them per game (env.multiagent.learn): give a multiple of {per_game}, e.g. "
-                          f"{max(1, rows // per_game) * per_game}")
+        facts["rows_per_game"] = outcome["rows_per_game"]
     return outcome["spaces"]
+
+
+def fit_rows(cfg):
+    """`cfg` with runtime.envs_per_actor rounded to whole games where the env is a multi-agent one whose games do
+    not divide it (its rows are games x learned agents per game: 40 rows of a game with 3 learned agents become
+    39, 13 games), said in the log; `cfg` itself where they fit. A generic preset's rows thus fit any game."""
+    facts: dict = {}
+    probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts)
+    rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
+    if per_game <= 1 or rows % per_game == 0:
+        return cfg
+    games = max(1, round(rows / per_game))
+    log.warning("runtime.envs_per_actor=%d is not whole games of %s (%d learned agents each): %d rows, %d games per "
+                "actor", rows, cfg.env.id, per_game, games * per_game, games)
+    return dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, envs_per_actor=games * per_game))
 
 
 def space_text(space) -> str:

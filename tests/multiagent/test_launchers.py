@@ -28,3 +28,27 @@ def test_wargame_modes_on_processes(tmp_path, mode):
                                                 "runtime.envs_per_actor=10", "stop.env_frames=2560"],
                     run_dir=str(tmp_path / "run"))
     assert run.final_metrics["time/env_frames"] >= 2560 and run.final_metrics["episode/count"] > 0
+
+
+def test_the_generic_marl_preset_fits_its_rows_to_whole_games_of_the_env_it_is_given(tmp_path, caplog):
+    """40 rows do not divide into games of 3 learned agents: the run rounds them to 39 (13 games) and says so,
+    where a named preset's refusal would stop a new user at the first env."""
+    from menger.api import load_run_config
+
+    run_dir = tmp_path / "run"
+    with caplog.at_level("WARNING", logger="menger.trainer"):
+        run = api.train("marl", overrides=["env.id=tests.multiagent.fakes:Duel", 'env.multiagent.learn=["red_*","blue_0"]',
+                                           "runtime.launcher=threads", "runtime.unroll_length=8", "model.hidden=[16]",
+                                           "log.tensorboard=false", "stop.env_frames=1000"], run_dir=str(run_dir))
+    assert load_run_config(run_dir, allow_import=["tests"]).runtime.envs_per_actor == 39
+    assert run.final_metrics["time/env_frames"] >= 1000
+    assert any("39 rows, 13 games per actor" in r.getMessage() for r in caplog.records)
+
+
+def test_the_generic_marl_preset_learns_every_agent_of_a_game_with_discrete_observations(tmp_path):
+    """Rock-paper-scissors: two agents, both learned by one network, each seeing the other's last move as a
+    Discrete(4) observation (read one-hot)."""
+    run = api.train("marl", overrides=["env.id=pettingzoo.classic.rps_v2:parallel_env", "runtime.launcher=threads",
+                                       "runtime.unroll_length=8", "model.hidden=[16]", "log.tensorboard=false",
+                                       "stop.env_frames=2000"], run_dir=str(tmp_path / "run"))
+    assert run.final_metrics["time/env_frames"] >= 2000 and run.final_metrics["episode/count"] > 0
