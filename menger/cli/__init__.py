@@ -150,6 +150,9 @@ def _parser() -> argparse.ArgumentParser:
                     "evaluations (default: the suite's eval_interval_s)")
     be.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation (default 10)")
     be.add_argument("--retry-failed", action="store_true", help="train failed cells again instead of keeping them")
+    be.add_argument("--published-settings", action="store_true", help="apply the suite's published per-env settings "
+                    "of the algorithm (rl-zoo's, named in the suite file) on top of the generic preset; cells go to "
+                    "OUT/SUITE/ALGO+published")
     be.add_argument("--report", metavar="DIR", help="only render table.md, table.json and curves.png of "
                     "OUT/SUITE/ALGO from its finished cells")
 
@@ -347,7 +350,8 @@ def cmd_bench(args, argv: list[str] | None = None) -> int:
         command = " ".join(["menger", *(argv or [])])
         summary, paths = bench(args.suite, args.algo, seeds=seeds, out=Path(args.out), envs=args.envs,
                                frames_scale=args.frames_scale, eval_interval_s=args.eval_interval_s,
-                               eval_episodes=args.eval_episodes, command=command, retry_failed=args.retry_failed)
+                               eval_episodes=args.eval_episodes, command=command, retry_failed=args.retry_failed,
+                               published=args.published_settings)
         print(f"cells: {len(summary.ran)} ran ({len(summary.failed)} failed), {len(summary.finished_before)} "
               f"finished before, {len(summary.skipped)} skipped")
     for name, path in paths.items():

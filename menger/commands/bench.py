@@ -345,22 +345,26 @@ def skip_reason(entry: Entry, algo: str, family: str, multi_agent: bool, preset_
 
 
 def cell_overrides(entry: Entry, algo: str, seed: int, frames: int, eval_interval_s: float,
-                   eval_episodes: int) -> tuple[str, ...]:
+                   eval_episodes: int, published: bool = False) -> tuple[str, ...]:
     """The --set overrides of one cell: the env, the budget, the seed, the periodic evaluation, then the env's
-    task keys and the algorithm's published per-env settings (named in the suite, never in the preset)."""
+    task keys and, with `published`, the algorithm's published per-env settings (named in the suite, never in
+    the preset); without, the generic preset alone."""
     base = [f"env.id={entry.id}", f"stop.env_frames={frames}", f"runtime.seed={seed}",
             f"eval.interval_s={eval_interval_s:g}", f"eval.episodes={eval_episodes}"]
     extra = dict(entry.env_set)
-    if algo in entry.settings:
+    if published and algo in entry.settings:
         extra.update(entry.settings[algo].values)
     return tuple(base + [f"{key}={_yaml_value(value)}" for key, value in extra.items()])
 
 
 def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs: Sequence[str] = (),
                frames_scale: float = 1.0, eval_interval_s: float | None = None, eval_episodes: int = 10,
+               published: bool = False,
                describe_algo: Callable[[str], tuple[str, bool, bool]] | None = None) -> list[Cell]:
     """One cell per env x seed, in suite order. `describe_algo(algo)` -> (action family, multi-agent capable,
-    preset is multi-agent); by default it reads the preset and the algorithm registry."""
+    preset is multi-agent); by default it reads the preset and the algorithm registry. `published`: apply the
+    suite's published per-env settings; the cells go under OUT/SUITE/ALGO+published, apart from the generic
+    preset's."""
     if frames_scale <= 0:
         raise SuiteError(f"--frames-scale {frames_scale}: give a factor > 0 (0.1 for a tenth of each budget)")
     if not seeds or len(set(seeds)) != len(seeds):
@@ -373,11 +377,17 @@ def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs
         frames = max(1, int(round(entry.frames * frames_scale)))
         reason = skip_reason(entry, algo, family, multi_agent, preset_multiagent)
         for seed in seeds:
-            run_dir = out / suite.name / algo / env_slug(entry.id) / f"seed{seed}"
+            run_dir = out / suite.name / algo_folder(algo, published) / env_slug(entry.id) / f"seed{seed}"
             cells.append(Cell(suite.name, algo, entry.id, seed, frames, run_dir,
-                              cell_overrides(entry, algo, seed, frames, interval, eval_episodes), entry.imports,
+                              cell_overrides(entry, algo, seed, frames, interval, eval_episodes, published),
+                              entry.imports,
                               eval_episodes, reason))
     return cells
+
+
+def algo_folder(algo: str, published: bool) -> str:
+    """Where an algorithm's cells go in a suite's folder: the generic preset's, or with the published settings."""
+    return f"{algo}+published" if published else algo
 
 
 def describe_preset(algo: str) -> tuple[str, bool, bool]:
@@ -780,19 +790,20 @@ def write_report(algo_dir: Path, suite: Suite | None = None, algo: str | None = 
 
 def bench(suite_name: str, algo: str, *, seeds: Sequence[int], out: Path, envs: Sequence[str] = (),
           frames_scale: float = 1.0, eval_interval_s: float | None = None, eval_episodes: int = 10,
-          command: str = "", retry_failed: bool = False, runner: CellRunner | None = None,
+          command: str = "", retry_failed: bool = False, published: bool = False, runner: CellRunner | None = None,
           echo: Callable[[str], None] = print) -> tuple[BenchSummary, dict[str, Path]]:
     """Plan, run what is unfinished, write the report. What `menger bench` calls."""
     suite = load_suite(suite_name)
     if algo not in suite.algos:
         echo(f"note: suite {suite.name!r} is meant for {list(suite.algos)}; running {algo} anyway")
     cells = plan_cells(suite, algo, seeds, Path(out), envs=envs, frames_scale=frames_scale,
-                       eval_interval_s=eval_interval_s, eval_episodes=eval_episodes)
+                       eval_interval_s=eval_interval_s, eval_episodes=eval_episodes, published=published)
     check_imports(cells)
-    algo_dir = Path(out) / suite.name / algo
+    algo_dir = Path(out) / suite.name / algo_folder(algo, published)
     algo_dir.mkdir(parents=True, exist_ok=True)
     _write_json(algo_dir / BENCH_FILE, {"suite": suite.name, "suite_path": str(suite.path), "algo": algo,
-                                        "seeds": list(seeds), "frames_scale": frames_scale, "command": command})
+                                        "seeds": list(seeds), "frames_scale": frames_scale, "published_settings": published,
+                                        "command": command})
     summary = run_bench(cells, runner or SubprocessCells(), command, retry_failed=retry_failed, echo=echo)
     return summary, write_report(algo_dir, suite, algo)
 

@@ -215,11 +215,16 @@ def test_a_failed_cell_is_recorded_and_the_bench_goes_on(tmp_path):
     assert retried.calls == [("Acrobot-v1", 1, False)]
 
 
-def test_published_settings_are_applied_as_overrides(tmp_path):
-    cells = plan(tmp_path, settings={"ppo": {"source": SOURCE, "set": {"ppo.lr": 0.001, "model.hidden": [64, 64]}}})
+def test_published_settings_are_applied_as_overrides_only_when_asked_for(tmp_path):
+    settings = {"ppo": {"source": SOURCE, "set": {"ppo.lr": 0.001, "model.hidden": [64, 64]}}}
+    generic = plan(tmp_path, settings=settings)  # the generic preset alone, by default
+    assert not any("ppo.lr" in o or "model.hidden" in o for o in generic[0].overrides)
+    assert str(generic[1].run_dir).endswith("tiny/ppo/CartPole-v1/seed2")
+    cells = plan_cells(validate_suite(tiny_suite(settings=settings)), "ppo", [1, 2], tmp_path, published=True,
+                       describe_algo=discrete_only)
     assert cells[0].overrides[:3] == ("env.id=CartPole-v1", "stop.env_frames=1000", "runtime.seed=1")
     assert "ppo.lr=0.001" in cells[0].overrides and "model.hidden=[64, 64]" in cells[0].overrides
-    assert str(cells[1].run_dir).endswith("tiny/ppo/CartPole-v1/seed2")
+    assert str(cells[1].run_dir).endswith("tiny/ppo+published/CartPole-v1/seed2")
 
 
 def test_a_missing_env_package_names_the_extra(tmp_path):
