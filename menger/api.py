@@ -16,7 +16,7 @@ from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
 from menger.runtime import MetricsWriter, Trainer, TrainResult, autosize
 from menger.runtime.rundir import RunDirectoryLock
-from menger.runtime.spaces import fit_rows
+from menger.runtime.spaces import fit_to_env
 
 RunResult = TrainResult
 
@@ -53,7 +53,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
     learners (`league.mode: league`) trains one learner per player (`menger.launch.league`)."""
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
-    config = fit_rows(config)  # a multi-agent env's rows: whole games
+    config = fit_to_env(config)  # a multi-agent env's rows in whole games, env.normalize's auto decided
     if adjust:
         observers = [*observers, autosize.BatchAdjuster()]
     elastic = _elastic(config, choice, run_dir, resume)

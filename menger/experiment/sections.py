@@ -12,10 +12,14 @@ from menger.config import ConfigError, field, validate
 
 @dataclass(frozen=True)
 class NormalizeConfig:
-    obs: bool = field(False, doc="normalise Box observations by their running mean and std, merged over every actor "
-                      "(SB3's VecNormalize); the statistics are part of the policy: checkpoints, eval, export")
-    reward: bool = field(False, doc="scale training rewards by the running std of the discounted return; reported "
-                         "episode returns stay raw")
+    obs: Union[bool, Literal["auto"]] = field(
+        False, doc="normalise Box observations by their running mean and std, merged over every actor (SB3's "
+        "VecNormalize); the statistics are part of the policy: checkpoints, eval, export. auto: on for continuous "
+        "control (Box actions, float Box observations) where the algorithm normalises, off elsewhere; decided when "
+        "the run starts and saved so in its config.yaml")
+    reward: Union[bool, Literal["auto"]] = field(
+        False, doc="scale training rewards by the running std of the discounted return; reported episode returns "
+        "stay raw. auto: on for continuous control (Box actions) where the algorithm normalises")
     clip_obs: float = field(10.0, min=0.0, doc="clip normalised observations to [-x, x]")
     clip_reward: float = field(10.0, min=0.0, doc="clip scaled rewards to [-x, x]")
     gamma: Optional[float] = field(None, min=0.0, max=1.0, doc="discount of the return whose std scales rewards; "
@@ -24,7 +28,12 @@ class NormalizeConfig:
 
     @property
     def active(self) -> bool:
-        return self.obs or self.reward
+        """Whether anything is normalised (an `auto` not yet decided is not)."""
+        return self.obs is True or self.reward is True
+
+    @property
+    def auto(self) -> bool:
+        return "auto" in (self.obs, self.reward)
 
 
 def wrapper_spec(item) -> tuple[str, dict]:

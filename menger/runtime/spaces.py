@@ -7,6 +7,7 @@ import logging
 import threading
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from menger import registry
@@ -92,25 +93,28 @@ def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None):
     return outcome["spaces"]
 
 
-def fit_rows(cfg):
-    """`cfg` with runtime.envs_per_actor rounded to whole games where the env is a multi-agent one whose games do
-    not divide it (its rows are games x learned agents per game: 40 rows of a game with 3 learned agents become
-    39, 13 games), said in the log; `cfg` itself where they fit. A generic preset's rows thus fit any game."""
+def fit_to_env(cfg):
+    """`cfg` fitted to the env it is given, from one probe of it (the config itself where nothing needs fitting):
+
+    * a multi-agent env's rows are games x learned agents per game: runtime.envs_per_actor is rounded to whole
+      games where they do not divide it (40 rows of a game with 3 learned agents become 39, 13 games), said in the
+      log, so a generic preset fits any game;
+    * `auto` in env.normalize becomes on for continuous control (Box actions; for observations, float Box ones)
+      where the algorithm normalises with one learner, off elsewhere."""
     facts: dict = {}
-    probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts)
+    obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
-    if per_game <= 1 or rows % per_game == 0:
-        return cfg
-    games = max(1, round(rows / per_game))
-    log.warning("runtime.envs_per_actor=%d is not whole games of %s (%d learned agents each): %d rows, %d games per "
-                "actor", rows, cfg.env.id, per_game, games * per_game, games)
-    return dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, envs_per_actor=games * per_game))
-
-
-def space_text(space) -> str:
-    """A space in a few characters: Box(4,) float32, Discrete(2), Dict(position, mask)."""
-    if isinstance(space, gym.spaces.Box):
-        return f"Box{space.shape} {space.dtype}"
-    if isinstance(space, gym.spaces.Dict):
-        return f"Dict({', '.join(space.spaces)})"
-    return str(space)
+    if per_game > 1 and rows % per_game:
+        games = max(1, round(rows / per_game))
+        log.warning("runtime.envs_per_actor=%d is not whole games of %s (%d learned agents each): %d rows, %d games "
+                    "per actor", rows, cfg.env.id, per_game, games * per_game, games)
+        cfg = dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, envs_per_actor=games * per_game))
+    normalize = cfg.env.normalize
+    if normalize.auto:
+        can = (cfg.algorithm.normalize and cfg.runtime.learner.count == 1 and cfg.learner_mode != "parameter_server"
+               and isinstance(action_space, gym.spaces.Box))
+        flat = isinstance(obs_space, gym.spaces.Box) and obs_space.dtype != np.uint8
+        decided = dataclasses.replace(normalize, obs=(can and flat) if normalize.obs == "auto" else normalize.obs,
+                                      reward=can if normalize.reward == "auto" else normalize.reward)
+        cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, normalize=decided))
+    return cfg

@@ -194,3 +194,32 @@ def test_pendulum_ppo_normalized_reaches_minus_250_and_eval_acts_as_trained(tmp_
     assert run.reached_target, run.final_metrics
     report = evaluate_run(run.run_dir, episodes=5)  # on raw observations: the policy normalises them itself
     assert report["return_mean"] >= -400, report
+
+
+@pytest.mark.parametrize("preset, env, algo_normalises, expected", [
+    ("ppo", "Pendulum-v1", True, (True, True)),                  # continuous control: both on
+    ("ppo", "CartPole-v1", True, (False, False)),                # Discrete actions: off
+    ("impala", "MountainCarContinuous-v0", True, (True, True)),
+    ("sac", "Pendulum-v1", False, (False, False)),               # an algorithm that does not normalise: off
+])
+def test_auto_normalisation_is_decided_from_the_env_and_the_algorithm_when_the_run_starts(preset, env,
+                                                                                          algo_normalises, expected):
+    from menger.runtime.spaces import fit_to_env
+
+    config = load_experiment(preset, [f"env.id={env}", "env.normalize.obs=auto", "env.normalize.reward=auto"])
+    assert not config.env.normalize.active and config.algorithm.normalize == algo_normalises  # nothing yet
+    decided = fit_to_env(config).env.normalize
+    assert (decided.obs, decided.reward) == expected
+
+
+def test_auto_leaves_image_observations_alone_and_a_run_saves_what_was_decided(tmp_path, quiet):
+    from menger.api import load_run_config
+    from menger.runtime.spaces import fit_to_env
+
+    images = load_experiment("ppo", ["env.id=menger/Catch-v0", "env.normalize.obs=auto"])
+    assert fit_to_env(images).env.normalize.obs is False  # uint8 frames: the CNN scales them
+    api.train("ppo", overrides=[*quiet, "env.id=Pendulum-v1", "env.normalize.obs=auto", "env.normalize.reward=auto",
+                                "runtime.launcher=threads", "stop.env_frames=2048"],
+              run_dir=str(tmp_path / "run"))
+    saved = load_run_config(tmp_path / "run").env.normalize
+    assert saved.obs is True and saved.reward is True  # eval, export and resume read the decision
