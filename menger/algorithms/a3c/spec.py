@@ -48,5 +48,5 @@ ALGORITHM = Algorithm(
     sections={"a3c": A3CConfig}, settings="a3c", network=policy_network, coordination="sync",
     learner_modes=("parameter_server", "allreduce"), gamma=lambda config: config.a3c.gamma, problems=_problems,
     custom_network=True, independent_agents=True, recurrent=True, board_mirror=True,
-    normalize=True, presets=("cartpole-a3c",),
+    normalize=True, presets=("a3c", "cartpole-a3c"),
 )
