@@ -725,7 +725,8 @@ def draw_curves(suite: Suite, algo: str, results: Sequence[Mapping]):
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
-    envs = [e for e in suite.entries if any(r.get("env") == e.id for r in results)]
+    # an env the algorithm cannot act in gets no panel (the table says why); one whose cells failed gets an empty one
+    envs = [e for e in suite.entries if any(r.get("env") == e.id and r.get("status") != "skipped" for r in results)]
     columns = min(3, max(1, len(envs)))
     rows = max(1, math.ceil(len(envs) / columns))
     figure = Figure(figsize=(5 * columns, 3.6 * rows))
@@ -740,6 +741,8 @@ def draw_curves(suite: Suite, algo: str, results: Sequence[Mapping]):
         axes.grid(alpha=0.3)
         if not done:
             axes.text(0.5, 0.5, "no finished cell", transform=axes.transAxes, ha="center", color="gray")
+            axes.set_xticks([])
+            axes.set_yticks([])
             continue
         for result in done:
             curve = np.asarray(result["curve"], dtype=float)
