@@ -118,3 +118,12 @@ def fit_to_env(cfg):
                                       reward=can if normalize.reward == "auto" else normalize.reward)
         cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, normalize=decided))
     return cfg
+
+
+def space_text(space) -> str:
+    """A space in a few characters: Box(4,) float32, Discrete(2), Dict(position, mask)."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{space.shape} {space.dtype}"
+    if isinstance(space, gym.spaces.Dict):
+        return f"Dict({', '.join(space.spaces)})"
+    return str(space)
