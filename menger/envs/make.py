@@ -97,7 +97,28 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
         factory = functools.partial(_wrapped, factory, wrap)
     if is_vector:
         return NativeVecEnv(functools.partial(factory, num_envs=num_envs, **kwargs), **common)
-    return LoopVecEnv(functools.partial(factory, **kwargs), num_envs, next_step_autoreset=next_step_autoreset, **common)
+    return LoopVecEnv(functools.partial(_with_named_entries, factory, **kwargs), num_envs,
+                      next_step_autoreset=next_step_autoreset, **common)
+
+
+class TupleAsDict(gymnasium.ObservationWrapper):
+    """A Tuple observation as a Dict of its entries "0", "1", ...: the networks read a Dict entry by entry (a
+    Discrete one one-hot, an image with a CNN), and the slots store one tensor per entry."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self.observation_space = gymnasium.spaces.Dict(
+            {str(i): space for i, space in enumerate(env.observation_space.spaces)})
+
+    def observation(self, observation):
+        return {str(i): entry for i, entry in enumerate(observation)}
+
+
+def _with_named_entries(factory: Callable[..., Any], **kwargs: Any) -> gymnasium.Env:
+    env = factory(**kwargs)
+    if isinstance(getattr(env, "observation_space", None), gymnasium.spaces.Tuple):
+        env = TupleAsDict(env)
+    return env
 
 
 def _first_then(first: Any, factory: Callable[..., Any]) -> Callable[..., Any]:

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import torch
 import pytest
 
 from menger.envs import UnknownEnvError, make_vec_env, resolve_env
@@ -174,6 +175,36 @@ def test_the_atari_preset_reports_the_games_own_rewards_not_clipped_ones():
             break
     env.close()
     assert largest >= 5
+
+
+def test_a_tuple_observation_comes_as_a_dict_of_its_entries_that_every_network_reads(tmp_path, monkeypatch):
+    import gymnasium
+
+    from menger.experiment import ModelConfig
+    from menger.models import build_policy
+
+    (tmp_path / "menger_test_tuple_env.py").write_text(
+        "import gymnasium as gym, numpy as np\n"
+        "class TupleEnv(gym.Env):\n"
+        "    observation_space = gym.spaces.Tuple((gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Discrete(4)))\n"
+        "    action_space = gym.spaces.Discrete(2)\n"
+        "    def reset(self, seed=None, options=None):\n"
+        "        return (np.zeros(3, np.float32), 2), {}\n"
+        "    def step(self, action):\n"
+        "        return (np.ones(3, np.float32), 1), 1.0, True, False, {}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        env = make_vec_env("menger_test_tuple_env:TupleEnv", 2, seed=0)
+        space = env.single_observation_space
+        assert isinstance(space, gymnasium.spaces.Dict) and list(space.spaces) == ["0", "1"]
+        obs = env.reset()
+        assert obs["0"].shape == (2, 3) and obs["1"].tolist() == [2, 2]
+        for algo in ("ppo", "apex"):
+            policy = build_policy(space, env.single_action_space, ModelConfig(hidden=(8,)), algo)
+            batch = {"0": torch.as_tensor(obs["0"]), "1": torch.as_tensor(obs["1"]).float()}
+            assert policy.act(batch, None, deterministic=True).action.shape == (2,)
+    finally:
+        sys.modules.pop("menger_test_tuple_env", None)
 
 
 def test_catch_resets_on_the_next_step_and_pays_at_the_bottom():
