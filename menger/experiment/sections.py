@@ -111,7 +111,8 @@ class EnvConfig:
 class ModelConfig:
     encoder: Literal["auto", "mlp", "cnn", "cnn_shallow", "board"] = field(
         "auto", doc="auto: for an image ([C,H,W] or [H,W,C]) the Nature CNN, or MinAtar's one 3x3 layer where it "
-        "is smaller than 36x36; else an MLP over every entry; cnn_shallow: IMPALA's shallow CNN (3x "
+        "is smaller than 36x36; else an MLP over every entry (Discrete ones one-hot, a Dict's images through that "
+        "CNN first); mlp: an MLP over every entry flattened; cnn_shallow: IMPALA's shallow CNN (3x "
         "cheaper); board: 3x3 convolutions that keep the size of an [H,W,C] board (PettingZoo's classic games), "
         "then the MLP")
     hidden: tuple[int, ...] = field((64, 64), doc="MLP layer sizes (the CNN uses the last one for its dense layer)")

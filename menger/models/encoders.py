@@ -35,18 +35,26 @@ class MLPEncoder(nn.Module):
     state (`CRITIC_KEY`) is an input only where `critic` is set (the value MLP of a centralised critic)."""
 
     def __init__(self, obs_space: gym.Space, hidden: tuple[int, ...], activation: str = "tanh",
-                 critic: bool = False):
+                 critic: bool = False, images: bool = False):
         super().__init__()
         self.keys = _entry_keys(obs_space, critic)
         # a Discrete entry (a state's index, rock-paper-scissors' last move) is read one-hot, as SB3 and RLlib do
         self.one_hot = {k: int(space.n) for k in self.keys
                         if isinstance(space := _entry_space(obs_space, k), gym.spaces.Discrete)}
-        in_dim = sum(self.one_hot.get(k) or int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
+        # `images`: a Dict's image entries ([C, H, W] or [H, W, C]) go through the CNN that fits each, as SB3's
+        # CombinedExtractor does, and their features join the other entries
+        image_keys = [k for k in self.keys if k and images and _is_image(_entry_space(obs_space, k))]
+        self.cnns = nn.ModuleList(_image_cnn(obs_space[k], "cnn", None, fit=True) for k in image_keys)
+        self.cnn_of = {k: i for i, k in enumerate(image_keys)}
+        in_dim = sum(self.cnns[self.cnn_of[k]].out_dim if k in self.cnn_of else
+                     self.one_hot.get(k) or int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
         self.net = _mlp([in_dim, *hidden], act)
         self.out_dim = hidden[-1] if hidden else in_dim
 
     def _entry(self, x: torch.Tensor, key: str) -> torch.Tensor:
+        if key in self.cnn_of:
+            return self.cnns[self.cnn_of[key]](x)
         n = self.one_hot.get(key)
         return x.flatten(1) if n is None else nn.functional.one_hot(x.reshape(-1).long(), n).float()
 
@@ -147,6 +155,14 @@ class BoardCNN(nn.Module):
         return self.net(torch.cat(parts, dim=1))
 
 
+def _is_image(space: gym.Space) -> bool:
+    """An entry the small CNN can read: [C, H, W] or [H, W, C] with H and W of 3 or more."""
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+        return False
+    height, width = space.shape[:2] if image_channels_last(space.shape) else space.shape[1:]
+    return min(height, width) >= ImageCNN.SMALLEST["small"]
+
+
 def _entry_keys(space: gym.Space, critic: bool = False) -> list[str]:
     if isinstance(space, gym.spaces.Dict):
         keys = [k for k in space.spaces if k != MASK_KEY and (critic or k != CRITIC_KEY)]
@@ -173,6 +189,18 @@ def _entry_space(space: gym.Space, key: str) -> gym.Space:
     return space[key] if key else space
 
 
+def _image_cnn(space: gym.spaces.Box, kind: str, hidden: int | None, fit: bool) -> ImageCNN:
+    """`kind`'s CNN on `space` ([C, H, W] or [H, W, C]); with `fit`, MinAtar's small one where the image is smaller
+    than the kernels of `kind` need."""
+    channels_last = image_channels_last(space.shape)
+    height, width = space.shape[:2] if channels_last else space.shape[1:]
+    layout = "nature" if kind == "cnn" else "shallow"
+    if fit and min(height, width) < ImageCNN.SMALLEST[layout]:  # too small for Atari's kernels: MinAtar's
+        layout = "small"
+    default = {"nature": 512, "shallow": 256, "small": 128}[layout]
+    return ImageCNN(space, hidden=hidden or default, layout=layout, channels_last=channels_last)
+
+
 def image_channels_last(shape: tuple[int, ...]) -> bool:
     """Whether an image's channels are its last axis: unless its first axis is smaller than both others (the
     Atari preset's stack of 4 84x84 frames, [C, H, W]), gymnasium's [H, W, C] (RGB frames, grid worlds, MinAtar)."""
@@ -188,16 +216,9 @@ def build_encoder(obs_space: gym.Space, kind: str, hidden: tuple[int, ...], acti
     if kind in ("cnn", "cnn_shallow"):
         if not is_image:
             raise ValueError(f"model.encoder={kind} needs an image observation [C, H, W] or [H, W, C]; got {obs_space}")
-        channels_last = image_channels_last(obs_space.shape)
-        height, width = obs_space.shape[:2] if channels_last else obs_space.shape[1:]
-        layout = "nature" if kind == "cnn" else "shallow"
-        if auto and min(height, width) < ImageCNN.SMALLEST[layout]:  # too small for Atari's kernels: MinAtar's
-            layout = "small"
-        default = {"nature": 512, "shallow": 256, "small": 128}[layout]
-        return ImageCNN(obs_space, hidden=hidden[-1] if hidden else default, layout=layout,
-                        channels_last=channels_last)
+        return _image_cnn(obs_space, kind, hidden[-1] if hidden else None, fit=auto)
     if kind == "board":
         return BoardCNN(obs_space, tuple(board_channels), hidden, activation)
-    if kind == "mlp":
-        return MLPEncoder(obs_space, hidden, activation, critic)
+    if kind == "mlp":  # auto: a Dict's image entries go through the CNN that fits each first
+        return MLPEncoder(obs_space, hidden, activation, critic, images=auto)
     raise ValueError(f"unknown model.encoder {kind!r}; use auto, mlp, cnn, cnn_shallow or board")

@@ -89,3 +89,21 @@ def test_an_encoder_asked_for_by_name_that_does_not_fit_the_image_says_what_does
     with pytest.raises(ValueError, match="smaller than the 36x36.*model.encoder=auto"):
         build_policy(gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), gym.spaces.Discrete(3),
                      ModelConfig(encoder="cnn", hidden=(32,)))
+
+
+def test_the_auto_encoder_reads_a_dicts_image_entry_with_a_cnn_and_the_others_as_vectors():
+    """A grid world's observation: a 7x7x3 view, a Discrete direction and a vector (SB3's CombinedExtractor)."""
+    from menger.models.encoders import ImageCNN
+
+    space = gym.spaces.Dict({"image": gym.spaces.Box(0, 255, (7, 7, 3), np.uint8), "direction": gym.spaces.Discrete(4),
+                             "x": gym.spaces.Box(-1, 1, (2,), np.float32)})
+    policy = build_policy(space, gym.spaces.Discrete(3), ModelConfig(hidden=(32,)))
+    cnns = [m for m in policy.encoder.modules() if isinstance(m, ImageCNN)]
+    assert len(cnns) == 1 and cnns[0].channels_last
+    assert policy.encoder.net[0].in_features == cnns[0].out_dim + 4 + 2  # CNN features, one-hot direction, x
+    obs = {"image": torch.randint(0, 256, (5, 7, 7, 3), dtype=torch.uint8), "direction": torch.arange(5.0) % 4,
+           "x": torch.zeros(5, 2)}
+    logits, values, _ = policy(obs)
+    assert logits.shape == (5, 3) and torch.isfinite(values).all()
+    flat = build_policy(space, gym.spaces.Discrete(3), ModelConfig(encoder="mlp", hidden=(32,)))
+    assert not any(isinstance(m, ImageCNN) for m in flat.modules())  # asked for by name: an MLP over every entry
