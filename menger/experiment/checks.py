@@ -166,6 +166,11 @@ class _Experiment:
         return self.algorithm.coordination
 
     @property
+    def evaluates(self) -> bool:
+        """Whether deterministic evaluations run during training, every eval.interval_frames or eval_interval_s."""
+        return self.eval.interval_frames is not None or self.eval_interval_s > 0
+
+    @property
     def eval_interval_s(self) -> float:
         """Seconds between deterministic evaluations during training; 0 = none."""
         interval = self.eval.interval_s

@@ -259,6 +259,8 @@ class EvalConfig:
                                         "eval/return_mean, eval/length_mean, ...); None = 5 for apex, r2d2 and sac, "
                                         "whose stop.target_return reads it, off for on-policy algorithms (whose "
                                         "target reads the training episodes even when it is on); 0 = off")
+    interval_frames: Optional[int] = field(None, min=1, doc="env frames of training between evaluations, instead "
+                                           "of interval_s: curves at the same frames on any machine (menger bench)")
     episodes: int = field(10, min=1, doc="episodes per evaluation (run side by side, one env each)")
     max_steps: int = field(100_000, min=1, doc="steps per evaluation before it gives up on unfinished episodes")
     seed: int = field(10_000, doc="seed of the evaluation envs (the same episodes every evaluation)")

@@ -1,7 +1,8 @@
 """Deterministic evaluation during training, on the evaluator's own envs (Ape-X's actors explore with their own
 epsilon, SAC's sample their actions, so training returns say little about the policy).
 
-Every `eval.interval_s` seconds of training, after an update, the trainer calls::
+Every `eval.interval_s` seconds of training (or every `eval.interval_frames` env frames), after an update, the
+trainer calls::
 
     stats = evaluator.run(learner.policy)   # eval/return_mean, eval/return_std, eval/episodes, eval/time_s, ...
 
@@ -46,15 +47,19 @@ class Evaluator:
         with torch.random.fork_rng(devices=[]):  # building it must not move the run's random stream
             self.network = build_policy(obs_space, action_space, config.model, config.algo,
                                          config.env.normalize).eval()
+        self.interval_frames = self.cfg.interval_frames  # when set, the schedule is by frames, not seconds
         self.next_at = self.interval_s
+        self.next_frames = self.interval_frames or 0
         self.count, self.time_s, self.best = 0, 0.0, -np.inf
         self.last: dict = {}
 
-    def due(self, elapsed_s: float) -> bool:
+    def due(self, elapsed_s: float, frames: int = 0) -> bool:
+        if self.interval_frames:
+            return frames >= self.next_frames
         return elapsed_s >= self.next_at
 
     @torch.no_grad()
-    def run(self, policy, elapsed_s: float | None = None) -> dict:
+    def run(self, policy, elapsed_s: float | None = None, frames: int | None = None) -> dict:
         """Play one episode per env with the deterministic action of `policy`'s current parameters."""
         started = time.monotonic()
         self.network.load_state_dict({k: v.detach().cpu() for k, v in policy.state_dict().items()})
@@ -77,6 +82,8 @@ class Evaluator:
         self.count += 1
         self.time_s += time.monotonic() - started
         self.next_at = (elapsed_s if elapsed_s is not None else self.next_at) + self.interval_s
+        if self.interval_frames and frames is not None:  # the next multiple of the interval: an even grid of frames
+            self.next_frames = (frames // self.interval_frames + 1) * self.interval_frames
         done = returns[finished]
         mean = float(done.mean()) if len(done) else float("nan")
         self.best = max(self.best, mean) if len(done) else self.best
@@ -88,11 +95,12 @@ class Evaluator:
 
     def state(self) -> dict:
         return {"count": self.count, "time_s": self.time_s, "best": float(self.best), "next_at": self.next_at,
-                "last": dict(self.last)}
+                "next_frames": self.next_frames, "last": dict(self.last)}
 
     def load_state(self, state: dict) -> None:
         self.count, self.time_s = int(state["count"]), float(state["time_s"])
         self.best, self.next_at = float(state["best"]), float(state["next_at"])
+        self.next_frames = int(state.get("next_frames", self.next_frames))  # checkpoints before interval_frames
         self.last = dict(state["last"])
 
     def close(self) -> None:

@@ -75,7 +75,7 @@ class Trainer:
         self.supervisor = ActorSupervisor(rt.supervision, rt.actors, _Fleet(self), active=active_actors)
         # actors that explore (Ape-X's epsilons) make the greedy evaluation the target's; the others act as the
         # policy does, so an evaluation switched on for them is watched but does not move when the run stops
-        self.stop_rules = StopRules(config.stop, use_eval=config.eval_interval_s > 0
+        self.stop_rules = StopRules(config.stop, use_eval=config.evaluates
                                     and config.algorithm.evaluation == "greedy")
         self._publish_every = config.replay.publish_every if config.coordination == "replay" else 1
         self.evaluator: Evaluator | None = None
@@ -138,7 +138,7 @@ class Trainer:
         self._receive(timeout=0.0 if ready else self.steps.wait_s)  # accept or drop each unroll tag
         if (ready or self.steps.ready()) and self._learn():  # gather, update, publish version += 1
             self.stop_rules.check_health(self.accounts, self.learner_stats)  # TrainingFailed
-            if self.evaluator is not None and self.evaluator.due(self.elapsed()):
+            if self.evaluator is not None and self.evaluator.due(self.elapsed(), self.accounts.accepted):
                 self._evaluate()                    # deterministic episodes on the evaluator's own envs
             if self.video is not None and self.video.due(self.elapsed()):
                 self.video.start(self.learner.policy, self.accounts.accepted, self.elapsed())
@@ -203,7 +203,7 @@ class Trainer:
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
         self.coordinator.attach(self.transport)
-        if cfg.eval_interval_s > 0:
+        if cfg.evaluates:
             self.evaluator = Evaluator(cfg, obs_space, action_space)
         self.league = self._make_league()
         if self.resume:
@@ -275,8 +275,10 @@ class Trainer:
         self.notify("on_update", stats)
 
     def _evaluate(self) -> None:
-        self.eval_stats = self.evaluator.run(self.learner.policy, self.elapsed())
+        self.eval_stats = self.evaluator.run(self.learner.policy, self.elapsed(), self.accounts.accepted)
         log.debug("evaluation: %s", self.eval_stats)
+        self._last_log = time.monotonic()  # every evaluation gets a metrics row of its own: a curve point each
+        self._write_metrics(self.elapsed())
 
     def _publish(self) -> None:
         if self.normalization is not None:  # the statistics travel with the parameters (ObsNormalizer)

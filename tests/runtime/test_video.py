@@ -253,3 +253,29 @@ def test_the_render_env_is_wrapped_as_the_actors_envs_are(tmp_path):
     finally:
         unwrapped.close()
     assert record.length == 7 < plain.length
+
+
+def test_an_evaluator_by_frames_runs_on_an_even_grid_of_frames_whatever_the_clock_says(tmp_path, quiet):
+    from menger import api
+    from menger.envs import make_vec_env
+    from menger.experiment import load_experiment
+    from menger.models import build_policy
+    from menger.runtime.evaluation import Evaluator
+
+    config = load_experiment("cartpole-ppo", ["eval.interval_frames=1000", "eval.episodes=2", "eval.max_steps=50"])
+    assert config.evaluates
+    probe = make_vec_env("CartPole-v1", 1, seed=0)
+    spaces = (probe.single_observation_space, probe.single_action_space)
+    probe.close()
+    evaluator = Evaluator(config, *spaces)
+    try:
+        assert not evaluator.due(1e6, 999) and evaluator.due(0.0, 1000)
+        evaluator.run(build_policy(*spaces, config.model, config.algo), elapsed_s=0.0, frames=2500)
+        assert not evaluator.due(1e6, 2999) and evaluator.due(0.0, 3000)  # the next multiple, not 2500 + 1000
+    finally:
+        evaluator.close()
+    run = api.train("ppo", overrides=[*quiet, "runtime.launcher=threads", "stop.env_frames=8192",
+                                      "eval.interval_frames=2048", "eval.episodes=2"], run_dir=str(tmp_path / "run"))
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [row["step"] for row in rows if "eval/return_mean" in row]
+    assert run.final_metrics["eval/count"] >= 3 and len(set(evaluated)) >= 3  # one per 2,048 frames, not per second
