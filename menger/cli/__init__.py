@@ -146,8 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--out", default="runs/bench", help="where cells go: OUT/SUITE/ALGO/ENV/seedK (default runs/bench)")
     be.add_argument("--envs", nargs="+", metavar="ID", default=[], help="only these envs of the suite")
     be.add_argument("--frames-scale", type=float, default=1.0, metavar="X", help="multiply every frame budget by X")
-    be.add_argument("--eval-interval-s", type=float, metavar="S", help="seconds of training between deterministic "
-                    "evaluations (default: the suite's eval_interval_s)")
+    be.add_argument("--evaluations", type=int, metavar="N", help="deterministic evaluations per cell, evenly spaced "
+                    "in env frames (default: the suite's evaluations, 20)")
     be.add_argument("--eval-episodes", type=int, default=10, help="episodes per evaluation (default 10)")
     be.add_argument("--retry-failed", action="store_true", help="train failed cells again instead of keeping them")
     be.add_argument("--published-settings", action="store_true", help="apply the suite's published per-env settings "
@@ -349,7 +349,7 @@ def cmd_bench(args, argv: list[str] | None = None) -> int:
         seeds = args.seed_list or list(range(1, args.seeds + 1))
         command = " ".join(["menger", *(argv or [])])
         summary, paths = bench(args.suite, args.algo, seeds=seeds, out=Path(args.out), envs=args.envs,
-                               frames_scale=args.frames_scale, eval_interval_s=args.eval_interval_s,
+                               frames_scale=args.frames_scale, evaluations=args.evaluations,
                                eval_episodes=args.eval_episodes, command=command, retry_failed=args.retry_failed,
                                published=args.published_settings)
         print(f"cells: {len(summary.ran)} ran ({len(summary.failed)} failed), {len(summary.finished_before)} "

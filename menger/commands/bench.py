@@ -109,7 +109,7 @@ class Suite:
     entries: tuple[Entry, ...]
     path: Path | None = None
     note: str = ""
-    eval_interval_s: float = 10.0
+    evaluations: int = 20  # deterministic evaluations per cell, evenly spaced in frames
 
     def entry(self, env_id: str) -> Entry:
         for entry in self.entries:
@@ -118,7 +118,7 @@ class Suite:
         raise SuiteError(f"suite {self.name!r} has no env {env_id!r}{_closest(env_id, [e.id for e in self.entries])}")
 
 
-SUITE_KEYS = {"name", "description", "algos", "entries", "note", "eval_interval_s", "sources"}
+SUITE_KEYS = {"name", "description", "algos", "entries", "note", "evaluations", "sources"}
 ENTRY_KEYS = {"id", "action", "frames", "imports", "env_set", "multiagent", "reference", "random", "settings", "note"}
 REFERENCE_KEYS = {"value", "source", "algorithm", "frames", "env", "note"}
 RANDOM_KEYS = {"value", "source", "computed"}
@@ -248,10 +248,10 @@ def validate_suite(data, origin: str = "suite") -> Suite:
     if not isinstance(algos, list) or not algos or not all(isinstance(a, str) for a in algos):
         problems.append(f"{origin}: algos: the generic presets this suite is for, e.g. [ppo, apex]")
         algos = []
-    interval = data.get("eval_interval_s", 10.0)
-    if not _number(interval) or interval <= 0:
-        problems.append(f"{origin}: eval_interval_s: seconds between evaluations, > 0")
-        interval = 10.0
+    evaluations = data.get("evaluations", 20)
+    if not isinstance(evaluations, int) or isinstance(evaluations, bool) or evaluations < 1:
+        problems.append(f"{origin}: evaluations: deterministic evaluations per cell (a curve's points), an int >= 1")
+        evaluations = 20
     sources = data.get("sources", {})  # named once, referred to with YAML anchors (&rlzoo ... *rlzoo)
     if not isinstance(sources, Mapping):
         problems.append(f"{origin}: sources: a mapping of names to {{title, url}}")
@@ -268,7 +268,7 @@ def validate_suite(data, origin: str = "suite") -> Suite:
     if problems:
         raise SuiteError("\n  ".join([f"{origin} does not validate:", *problems]))
     return Suite(data["name"], data["description"], tuple(algos), tuple(e for e in entries if e is not None),
-                 note=str(data.get("note", "")), eval_interval_s=float(interval))
+                 note=str(data.get("note", "")), evaluations=evaluations)
 
 
 def suite_names(directory: Path = SUITES_DIR) -> list[str]:
@@ -344,13 +344,14 @@ def skip_reason(entry: Entry, algo: str, family: str, multi_agent: bool, preset_
     return ""
 
 
-def cell_overrides(entry: Entry, algo: str, seed: int, frames: int, eval_interval_s: float,
+def cell_overrides(entry: Entry, algo: str, seed: int, frames: int, evaluations: int,
                    eval_episodes: int, published: bool = False) -> tuple[str, ...]:
-    """The --set overrides of one cell: the env, the budget, the seed, the periodic evaluation, then the env's
+    """The --set overrides of one cell: the env, the budget, the seed, `evaluations` deterministic evaluations
+    evenly spaced in frames (the same curve points on any machine), then the env's
     task keys and, with `published`, the algorithm's published per-env settings (named in the suite, never in
     the preset); without, the generic preset alone."""
     base = [f"env.id={entry.id}", f"stop.env_frames={frames}", f"runtime.seed={seed}",
-            f"eval.interval_s={eval_interval_s:g}", f"eval.episodes={eval_episodes}"]
+            f"eval.interval_frames={max(1, frames // evaluations)}", f"eval.episodes={eval_episodes}"]
     extra = dict(entry.env_set)
     if published and algo in entry.settings:
         extra.update(entry.settings[algo].values)
@@ -358,7 +359,7 @@ def cell_overrides(entry: Entry, algo: str, seed: int, frames: int, eval_interva
 
 
 def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs: Sequence[str] = (),
-               frames_scale: float = 1.0, eval_interval_s: float | None = None, eval_episodes: int = 10,
+               frames_scale: float = 1.0, evaluations: int | None = None, eval_episodes: int = 10,
                published: bool = False,
                describe_algo: Callable[[str], tuple[str, bool, bool]] | None = None) -> list[Cell]:
     """One cell per env x seed, in suite order. `describe_algo(algo)` -> (action family, multi-agent capable,
@@ -371,7 +372,7 @@ def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs
         raise SuiteError(f"seeds {list(seeds)}: give at least one seed, each once")
     family, multi_agent, preset_multiagent = (describe_algo or describe_preset)(algo)
     entries = [suite.entry(env_id) for env_id in envs] if envs else list(suite.entries)
-    interval = eval_interval_s if eval_interval_s is not None else suite.eval_interval_s
+    points = evaluations if evaluations is not None else suite.evaluations
     cells = []
     for entry in entries:
         frames = max(1, int(round(entry.frames * frames_scale)))
@@ -379,7 +380,7 @@ def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs
         for seed in seeds:
             run_dir = out / suite.name / algo_folder(algo, published) / env_slug(entry.id) / f"seed{seed}"
             cells.append(Cell(suite.name, algo, entry.id, seed, frames, run_dir,
-                              cell_overrides(entry, algo, seed, frames, interval, eval_episodes, published),
+                              cell_overrides(entry, algo, seed, frames, points, eval_episodes, published),
                               entry.imports,
                               eval_episodes, reason))
     return cells
@@ -792,7 +793,7 @@ def write_report(algo_dir: Path, suite: Suite | None = None, algo: str | None = 
 
 
 def bench(suite_name: str, algo: str, *, seeds: Sequence[int], out: Path, envs: Sequence[str] = (),
-          frames_scale: float = 1.0, eval_interval_s: float | None = None, eval_episodes: int = 10,
+          frames_scale: float = 1.0, evaluations: int | None = None, eval_episodes: int = 10,
           command: str = "", retry_failed: bool = False, published: bool = False, runner: CellRunner | None = None,
           echo: Callable[[str], None] = print) -> tuple[BenchSummary, dict[str, Path]]:
     """Plan, run what is unfinished, write the report. What `menger bench` calls."""
@@ -800,7 +801,7 @@ def bench(suite_name: str, algo: str, *, seeds: Sequence[int], out: Path, envs: 
     if algo not in suite.algos:
         echo(f"note: suite {suite.name!r} is meant for {list(suite.algos)}; running {algo} anyway")
     cells = plan_cells(suite, algo, seeds, Path(out), envs=envs, frames_scale=frames_scale,
-                       eval_interval_s=eval_interval_s, eval_episodes=eval_episodes, published=published)
+                       evaluations=evaluations, eval_episodes=eval_episodes, published=published)
     check_imports(cells)
     algo_dir = Path(out) / suite.name / algo_folder(algo, published)
     algo_dir.mkdir(parents=True, exist_ok=True)

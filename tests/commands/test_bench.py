@@ -219,6 +219,7 @@ def test_published_settings_are_applied_as_overrides_only_when_asked_for(tmp_pat
     settings = {"ppo": {"source": SOURCE, "set": {"ppo.lr": 0.001, "model.hidden": [64, 64]}}}
     generic = plan(tmp_path, settings=settings)  # the generic preset alone, by default
     assert not any("ppo.lr" in o or "model.hidden" in o for o in generic[0].overrides)
+    assert "eval.interval_frames=50" in generic[0].overrides  # 20 evaluations of the 1,000 frames, by frames
     assert str(generic[1].run_dir).endswith("tiny/ppo/CartPole-v1/seed2")
     cells = plan_cells(validate_suite(tiny_suite(settings=settings)), "ppo", [1, 2], tmp_path, published=True,
                        describe_algo=discrete_only)
