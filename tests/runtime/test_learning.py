@@ -98,3 +98,14 @@ def test_catch_from_pixels_impala_async_learns(tmp_path, quiet):
                                                      "runtime.seed=1"], run_dir=str(tmp_path / "catch"))
     assert result.reached_target, result.final_metrics  # random play earns about -0.6
     assert result.final_metrics["episode/return_mean"] >= 0.8
+
+
+# ----- the generic presets on an env their defaults were not set on ------------------------------------------
+def test_the_generic_r2d2_preset_remembers_the_bit_of_the_memory_task(tmp_path, quiet):
+    """r2d2's generic preset trains on masked-velocity CartPole by default; here it meets the memory task with its
+    defaults untouched (a memoryless agent averages 0.5)."""
+    result = _train(tmp_path, "r2d2", quiet, "runtime.seed=1", "env.id=menger/Memory-v0", "env.kwargs={length: 10}",
+                    "stop.target_return=0.95", "stop.env_frames=200000", "eval.interval_s=2", "eval.episodes=20")
+    m = result.final_metrics
+    assert result.reached_target, m
+    assert m["eval/return_mean"] >= 0.95
