@@ -395,3 +395,32 @@ def test_a_command_without_an_entry_runs_with_the_default_budget_and_can_fail(tm
     assert _argv("menger train cartpole-ppo", tmp_path)[-len(TRAIN_BUDGET):] == TRAIN_BUDGET
     ran = run_command("menger trian cartpole-ppo", None, tmp_path)
     assert ran.returncode != 0 and "invalid choice: 'trian'" in ran.stderr
+
+
+# ----- the generic presets learn as written -------------------------------------------------------------------
+# A README line that trains a generic preset on an env it was not tuned on runs here as written, with no budget of
+# the test's, and must reach the threshold: (the metric the stop rule reads, its threshold).
+LEARNS_AS_WRITTEN = {
+    "menger train apex --set env.id=Acrobot-v1 --set stop.target_return=-100": ("eval/return_mean", -100.0),
+    "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=500000": ("episode/return_mean", -120.0),
+}
+
+
+def test_every_generic_learning_line_is_in_the_readme():
+    commands = readme_commands(README.read_text())
+    assert not set(LEARNS_AS_WRITTEN) - set(commands), "LEARNS_AS_WRITTEN names lines the README no longer has"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(LEARNS_AS_WRITTEN))
+def test_the_readmes_generic_lines_learn_as_written(command, tmp_path):
+    import json
+
+    metric, threshold = LEARNS_AS_WRITTEN[command]
+    argv = [sys.executable, "-m", "menger.cli", *shlex.split(command)[1:], "--seed", "1", "--no-progress"]
+    done = subprocess.run(argv, cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = Ran(argv, tmp_path, done.returncode, done.stdout, done.stderr, 0.0).run_dir()
+    values = [row[metric] for row in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+              if row.get(metric) is not None]
+    assert values and values[-1] >= threshold, f"{command}: {metric} ended at {values[-1:]}, below {threshold}"
