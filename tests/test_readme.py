@@ -214,7 +214,7 @@ COMMANDS: dict[str, Entry] = {
     "menger presets": Entry("", check=listed_presets),
     "menger train pendulum-sac": Entry("an evaluation of 1 episode, not 10, each second",
                                        extra=("--set", "eval.episodes=1")),
-    "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=500000": Entry("", check=trained),
+    "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=300000": Entry("", check=trained),
     "menger train pong-impala --actors 2 --envs-per-actor 16": Entry(
         "ALE: 4 envs per actor, not 16 (16 ALE envs take long to start here)",
         extra=tuple(PONG), check=trained),
@@ -402,7 +402,7 @@ def test_a_command_without_an_entry_runs_with_the_default_budget_and_can_fail(tm
 # the test's, and must reach the threshold: (the metric the stop rule reads, its threshold).
 LEARNS_AS_WRITTEN = {
     "menger train apex --set env.id=Acrobot-v1 --set stop.target_return=-100": ("eval/return_mean", -100.0),
-    "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=500000": ("episode/return_mean", -120.0),
+    "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=300000": ("episode/return_mean", -120.0),
 }
 
 
