@@ -57,10 +57,33 @@ def check_fit(cfg) -> tuple[tuple, bool]:
     return spaces, facts["multiagent"]
 
 
-def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None):
+# The probe `fit_to_env` made, handed to the run's own check (`check_fit`) of the same env: a run start builds the
+# env once (an env may be costly to build, or hold a licence seat), not once to fit the config and again to check.
+_HANDED: dict = {}
+
+
+def _probe_key(env, seed: int) -> str:
+    """What the probe of an env depends on (not env.normalize, which `fit_to_env` may decide)."""
+    return repr((env.id, env.kwargs, env.preset, env.wrappers, env.multiagent, seed))
+
+
+def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None, hand_on: bool = False):
     """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
     constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
-    instead of freezing it (a thread cannot be killed; it is left behind as a daemon)."""
+    instead of freezing it (a thread cannot be killed; it is left behind as a daemon). `hand_on`: keep what it
+    saw for the next probe of the same env, which takes it instead of building the env again."""
+    key = _probe_key(env, seed)
+    outcome = _HANDED.pop(key, None) or _probe(env, seed, timeout_s)
+    if hand_on:
+        _HANDED.clear()
+        _HANDED[key] = outcome
+    if facts is not None:  # what else the probe saw: a multi-agent env, and its rows (learned agents) per game
+        facts["multiagent"] = outcome["multiagent"]
+        facts["rows_per_game"] = outcome["rows_per_game"]
+    return outcome["spaces"]
+
+
+def _probe(env, seed: int, timeout_s: float) -> dict:
     outcome: dict = {}
 
     def build():
@@ -87,10 +110,7 @@ def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None):
         raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
                               f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
                               "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
-    if facts is not None:  # what else the probe saw: a multi-agent env, and its rows (learned agents) per game
-        facts["multiagent"] = outcome["multiagent"]
-        facts["rows_per_game"] = outcome["rows_per_game"]
-    return outcome["spaces"]
+    return outcome
 
 
 def fit_to_env(cfg):
@@ -102,7 +122,8 @@ def fit_to_env(cfg):
     * `auto` in env.normalize becomes on for continuous control (Box actions; for observations, float Box ones)
       where the algorithm normalises with one learner, off elsewhere."""
     facts: dict = {}
-    obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts)
+    obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts,
+                                           hand_on=True)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
     if per_game > 1 and rows % per_game:
         games = max(1, round(rows / per_game))
