@@ -153,18 +153,25 @@ def _source(data, where: str, problems: list[str]) -> Source | None:
     return Source(title, url)
 
 
+def _valued(data: Mapping, keys: set[str], where: str, problems: list[str]) -> bool:
+    """Whether a reference's or a random return's mapping has a numeric `value`; unknown keys are problems too."""
+    _unknown(data, keys, where, problems)
+    if not _number(data.get("value")):
+        problems.append(f"{where}.value: a number, got {data.get('value')!r}")
+        return False
+    return True
+
+
 def _reference(data, where: str, problems: list[str]) -> Reference | None:
     if not isinstance(data, Mapping):
         problems.append(f"{where}: give {{value: NUMBER, source: {{title, url}}}}")
         return None
-    _unknown(data, REFERENCE_KEYS, where, problems)
-    if not _number(data.get("value")):
-        problems.append(f"{where}.value: a number, got {data.get('value')!r}")
+    valued = _valued(data, REFERENCE_KEYS, where, problems)
     frames = data.get("frames")
     if frames is not None and (not isinstance(frames, int) or frames <= 0):
         problems.append(f"{where}.frames: a whole number > 0 (the published run's budget), got {frames!r}")
     source = _source(data.get("source"), where, problems)
-    if source is None or not _number(data.get("value")):
+    if source is None or not valued:
         return None
     return Reference(float(data["value"]), source, str(data.get("algorithm", "")), frames, str(data.get("env", "")),
                      str(data.get("note", "")))
@@ -174,9 +181,7 @@ def _random(data, where: str, problems: list[str]) -> RandomReturn | None:
     if not isinstance(data, Mapping):
         problems.append(f"{where}: give {{value: NUMBER, source: {{title, url}}}} or {{value, computed: HOW}}")
         return None
-    _unknown(data, RANDOM_KEYS, where, problems)
-    if not _number(data.get("value")):
-        problems.append(f"{where}.value: a number, got {data.get('value')!r}")
+    if not _valued(data, RANDOM_KEYS, where, problems):
         return None
     if "source" not in data and not str(data.get("computed", "")).strip():
         problems.append(f"{where}: say where the value comes from: source: {{title, url}} or computed: HOW")

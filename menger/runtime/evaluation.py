@@ -47,14 +47,13 @@ class Evaluator:
         with torch.random.fork_rng(devices=[]):  # building it must not move the run's random stream
             self.network = build_policy(obs_space, action_space, config.model, config.algo,
                                          config.env.normalize).eval()
-        self.interval_frames = self.cfg.interval_frames  # when set, the schedule is by frames, not seconds
         self.next_at = self.interval_s
-        self.next_frames = self.interval_frames or 0
+        self.next_frames = self.cfg.interval_frames or 0  # eval.interval_frames set: the schedule is by frames
         self.count, self.time_s, self.best = 0, 0.0, -np.inf
         self.last: dict = {}
 
     def due(self, elapsed_s: float, frames: int = 0) -> bool:
-        if self.interval_frames:
+        if self.cfg.interval_frames:
             return frames >= self.next_frames
         return elapsed_s >= self.next_at
 
@@ -82,8 +81,9 @@ class Evaluator:
         self.count += 1
         self.time_s += time.monotonic() - started
         self.next_at = (elapsed_s if elapsed_s is not None else self.next_at) + self.interval_s
-        if self.interval_frames and frames is not None:  # the next multiple of the interval: an even grid of frames
-            self.next_frames = (frames // self.interval_frames + 1) * self.interval_frames
+        every = self.cfg.interval_frames
+        if every and frames is not None:  # the next multiple of the interval: an even grid of frames
+            self.next_frames = (frames // every + 1) * every
         done = returns[finished]
         mean = float(done.mean()) if len(done) else float("nan")
         self.best = max(self.best, mean) if len(done) else self.best
