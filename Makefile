@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PRESET ?= cartpole-ppo
 
-.PHONY: setup setup-test train test bench clean
+.PHONY: setup setup-test train test docs bench clean
 
 setup: $(VENV)/.installed
 setup-test: $(VENV)/.installed-test
@@ -23,14 +23,22 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install -q -e ".[dev,ray]"
 	touch $@
 
+# The documentation site (mkdocs.yml, docs/): built offline, every warning an error, into site/.
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PY) -m pip install -q -e ".[docs]"
+	touch $@
+
 train: setup
 	$(VENV)/bin/menger train $(PRESET)
 
 test: setup-test
 	$(PY) -m pytest -q
 
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 bench: setup
 	$(PY) benchmarks/throughput.py
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) runs build site *.egg-info

@@ -1,4 +1,4 @@
-"""The fault suite as figures: every fault of RELIABILITY.md's table, and the reliability issue's list, injected
+"""The fault suite as figures: every fault of docs/guides/reliability.md's table, and the reliability issue's list, injected
 into real runs, and every bad input of the bad-input table tried, with what each one measured.
 
 Each fault is injected by a test of `tests/faults` (and a few elsewhere) that measures the table's figure and

@@ -401,25 +401,46 @@ def dump_yaml(data: dict, path: str | Path) -> None:
 # Documentation
 
 
-def describe(cls: type) -> str:
-    """A listing of every key (dotted), its type, default, allowed values and doc, for `--help`."""
+@dataclasses.dataclass(frozen=True)
+class KeyDoc:
+    """One key of a config schema as `menger config` and the documentation site show it. A section (a nested
+    config) has `section=True`, its class name as `type` and no default."""
+
+    key: str
+    type: str
+    default: str
+    limits: str
+    doc: str
+    section: bool = False
+
+
+def key_docs(cls: type) -> list[KeyDoc]:
+    """Every key of a config dataclass, dotted, in declaration order: each section before its own keys."""
     _require_dataclass(cls)
-    return "\n".join(_describe_lines(cls, ""))
+    return _key_docs(cls, "")
 
 
-def _describe_lines(cls: type, path: str) -> list[str]:
+def _key_docs(cls: type, path: str) -> list[KeyDoc]:
     hints = _type_hints(cls)
-    lines = []
+    rows = []
     for name, fld in _init_fields(cls).items():
         key, annotation = _join(path, name), hints[name]
         if dataclasses.is_dataclass(annotation):
-            lines.append(f"{key}: {annotation.__name__}")
-            lines.append(f"    {_doc(fld)}")
-            lines.extend(_describe_lines(annotation, key))
+            rows.append(KeyDoc(key, annotation.__name__, "", "", _doc(fld), section=True))
+            rows.extend(_key_docs(annotation, key))
             continue
-        lines.append(f"{key}: {_type_name(annotation)} = {_default_text(fld)}{_limits_text(fld)}")
-        lines.append(f"    {_doc(fld)}")
-    return lines
+        rows.append(KeyDoc(key, _type_name(annotation), _default_text(fld), _limits_text(fld), _doc(fld)))
+    return rows
+
+
+def describe(cls: type) -> str:
+    """A listing of every key (dotted), its type, default, allowed values and doc, for `--help`."""
+    lines = []
+    for row in key_docs(cls):
+        limits = f"  [{row.limits}]" if row.limits else ""
+        lines.append(f"{row.key}: {row.type}" if row.section else f"{row.key}: {row.type} = {row.default}{limits}")
+        lines.append(f"    {row.doc}")
+    return "\n".join(lines)
 
 
 def _default_text(fld: dataclasses.Field) -> str:
@@ -437,7 +458,7 @@ def _limits_text(fld: dataclasses.Field) -> str:
         parts.append("one of " + ", ".join(repr(choice) for choice in choices))
     if low is not None or high is not None:
         parts.append("in " + _range_text(low, high))
-    return f"  [{'; '.join(parts)}]" if parts else ""
+    return "; ".join(parts)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
-"""Every command in README.md's shell blocks runs as written and prints (or writes) what the README says.
+"""Every command in the shell blocks of README.md and of the documentation pages that took its tour (`PAGES`)
+runs as written and prints (or writes) what the page says.
 
-Each line of a ```bash block is a command. They run in README order in one temporary directory, so a command
+Each line of a ```bash block is a command. They run in page order (`PAGES`, each page top to bottom) in one
+temporary directory, so a command
 that reads what an earlier one wrote (`menger place ... --out out/`, then `menger cost ... out/placement.plc`)
 finds it. `menger` is `python -m menger.cli` of this checkout, `python` is this interpreter. A run directory
 the README names by example (`runs/cartpole-ppo-20261130-101500`, `runs/deeprm-ppo-<time>`) is the newest one
@@ -28,6 +30,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+# The README, then the site's pages whose commands it once held, in the order their commands run (a page that reads
+# a run comes after the page that trains it). Commands of the other pages (chip.md, cluster.md, ...) are not run.
+PAGES = (README, *(DOCS / page for page in (
+    "index.md", "installation.md", "guides/runs.md",
+    "algorithms/ppo.md", "algorithms/impala.md", "algorithms/appo.md", "algorithms/a3c.md", "algorithms/apex.md",
+    "algorithms/gorila.md", "algorithms/r2d2.md", "algorithms/sac.md", "algorithms/pqn.md",
+    "algorithms/multi-agent.md", "guides/multi-agent.md",
+    "guides/tuning.md", "guides/sizing.md", "guides/scale-out.md", "applications.md")))
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")
 TIMEOUT_S = 240  # one command, on a loaded 2-core machine
 
@@ -84,8 +95,9 @@ def listed_presets(ran: Ran) -> None:
     names = {line.split()[0] for line in ran.stdout.splitlines() if line.strip()}
     promised = {"cartpole-ppo", "cartpole-impala", "cartpole-apex", "pendulum-sac"}  # the README's comment
     assert promised <= names, f"menger presets lacks {promised - names}"
-    trainable = {match.group(1) for match in re.finditer(r"menger train ([a-z0-9-]+)\b", README.read_text())}
-    assert trainable - {"my-exp"} <= names, f"the README trains presets that do not ship: {trainable - names}"
+    trainable = {match.group(1) for page in PAGES for match in re.finditer(r"menger train ([a-z0-9-]+)\b",
+                                                                          page.read_text())}
+    assert trainable - {"my-exp"} <= names, f"the docs train presets that do not ship: {trainable - names}"
 
 
 def evaluated_with_video(ran: Ran) -> None:
@@ -278,6 +290,11 @@ COMMANDS: dict[str, Entry] = {
 
 
 # ----- reading the README ---------------------------------------------------------------------------------
+def documented_commands() -> list[str]:
+    """Every command of `PAGES`, in the order they run."""
+    return [command for page in PAGES for command in readme_commands(page.read_text())]
+
+
 def readme_commands(text: str) -> list[str]:
     """Every command line of the shell blocks, in order: comments and blank lines dropped, `\\` continued."""
     commands, block, pending = [], None, ""
@@ -346,10 +363,11 @@ def run_command(command: str, entry: Entry | None, cwd: Path) -> Ran:
 
 # ----- the tests ------------------------------------------------------------------------------------------
 def test_the_readme_has_commands_and_the_table_names_only_readme_lines():
-    commands = readme_commands(README.read_text())
-    assert len(commands) > 20 and "menger presets" in commands
+    assert "menger presets" in readme_commands(README.read_text()), "the README's quick start lists the presets"
+    commands = documented_commands()
+    assert len(commands) > 20
     stale = sorted(set(COMMANDS) - set(commands))
-    assert not stale, f"COMMANDS has entries for lines the README no longer has (update them): {stale}"
+    assert not stale, f"COMMANDS has entries for lines no page of PAGES has any more (update them): {stale}"
     assert all(entry.why for entry in COMMANDS.values() if entry.skip or entry.run or entry.extra), \
         "every skip and every smaller budget says why"
 
@@ -360,9 +378,31 @@ def test_readme_commands_are_read_as_a_shell_reads_them():
     assert readme_commands(text) == ["menger a --b 1", "menger c --d '#e'"]
 
 
+def test_every_command_that_reads_a_run_comes_after_the_command_that_writes_it():
+    """The slow test runs the commands in order in one directory: `menger eval runs/cartpole-ppo-<time>` needs a
+    `menger train cartpole-ppo` before it, `menger match runs/c4` a `--run-dir runs/c4`, on this page or an
+    earlier one of PAGES."""
+    written, unmet = set(), []
+    for command in dict.fromkeys(documented_commands()):
+        argv = shlex.split(command)
+        if argv[:2] == ["menger", "train"] and len(argv) > 2:
+            written.add(argv[2])
+            written.update(argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "--run-dir")
+        named = [match.group(1) for match in EXAMPLE_RUN.finditer(command)]
+        named += [arg for arg in argv[2:] if re.fullmatch(r"runs/[A-Za-z0-9_.-]+", arg) and not EXAMPLE_RUN.match(arg)]
+        unmet += [f"{command!r} reads {run}" for run in named if run not in written]
+    assert not unmet, "commands that read a run no earlier command of PAGES writes (reorder PAGES or the " \
+                      f"page): {unmet}"
+
+
+def test_every_page_of_pages_exists_and_holds_commands():
+    empty = [str(page.relative_to(ROOT)) for page in PAGES if not page.exists() or not readme_commands(page.read_text())]
+    assert not empty, f"PAGES names pages that are missing or hold no shell command: {empty}"
+
+
 @pytest.mark.slow
 def test_every_readme_command_runs_and_prints_what_the_readme_says(tmp_path):
-    commands = list(dict.fromkeys(readme_commands(README.read_text())))  # a command the README repeats runs once
+    commands = list(dict.fromkeys(documented_commands()))  # a command the pages repeat runs once
     failures, timings = [], []
     for command in commands:
         entry = COMMANDS.get(command)
@@ -407,8 +447,8 @@ LEARNS_AS_WRITTEN = {
 
 
 def test_every_generic_learning_line_is_in_the_readme():
-    commands = readme_commands(README.read_text())
-    assert not set(LEARNS_AS_WRITTEN) - set(commands), "LEARNS_AS_WRITTEN names lines the README no longer has"
+    commands = documented_commands()
+    assert not set(LEARNS_AS_WRITTEN) - set(commands), "LEARNS_AS_WRITTEN names lines no page of PAGES has any more"
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""What Menger does when an environment misbehaves (RELIABILITY.md, promise 6).
+"""What Menger does when an environment misbehaves (docs/guides/reliability.md, promise 6).
 
 Three faults are handled here, the same way for every kind of vectorised env:
 

@@ -293,7 +293,7 @@ class CoordinationConfig:
     slots_per_actor: int = field(2, min=1, doc="async, replay: unroll slots in flight per actor (back-pressure bound)")
     batch_unrolls: Union[int, Literal["auto"]] = field(
         0, min=0, doc="async: unrolls per learner batch; 0 = one per actor; auto: picked by a start-up measurement "
-        "of this machine and adjusted during the run (docs: README, Sizing the runtime to the machine)")
+        "of this machine and adjusted during the run (docs/guides/sizing.md)")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Broken envs (RELIABILITY.md promise 6): NaN/Inf dropped or fatal, crashed envs rebuilt, resets capped."""
+"""Broken envs (docs/guides/reliability.md promise 6): NaN/Inf dropped or fatal, crashed envs rebuilt, resets capped."""
 
 import time
 

@@ -1,4 +1,4 @@
-"""Actors are expendable (RELIABILITY.md, promises 1-3 and 6): kill, stall and break them; training goes on.
+"""Actors are expendable (docs/guides/reliability.md, promises 1-3 and 6): kill, stall and break them; training goes on.
 
 Each test drives a real `Trainer` in a thread (the `harness` fixture of conftest.py), injects one fault from the fault
 table and prints the figure the table names.

@@ -1,4 +1,4 @@
-"""The bad-input table (RELIABILITY.md promise 6; the reliability issue's 47 inputs and more): every bad config,
+"""The bad-input table (docs/guides/reliability.md promise 6; the reliability issue's 47 inputs and more): every bad config,
 file or command line `menger train` is given ends in one clear message and a non-zero exit before the run
 directory exists (the env and the network are built once to check them, before it; nothing else starts): no
 traceback, no actor started, nothing written. `benchmarks/faults.py` counts these.

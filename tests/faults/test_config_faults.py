@@ -1,4 +1,4 @@
-"""Bad config input fails before anything starts, naming the key (RELIABILITY.md, promise 6; fault table, last row).
+"""Bad config input fails before anything starts, naming the key (docs/guides/reliability.md, promise 6; fault table, last row).
 
 "Before anything starts" is checked by the run directory: `menger train --run-dir D` creates D only once the
 config is valid, so a rejected config must leave no D behind (no actor, no checkpoint, no metrics file).

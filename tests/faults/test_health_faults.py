@@ -1,4 +1,4 @@
-"""Success is not reported for runs that learned nothing (RELIABILITY.md, promise 6): an env whose values are
+"""Success is not reported for runs that learned nothing (docs/guides/reliability.md, promise 6): an env whose values are
 always NaN, a loss that stopped being finite, and a wall clock that ran out without one update each end the
 run with `TrainingFailed` (exit code 1), saying why."""
 import gymnasium

@@ -1,4 +1,4 @@
-"""Replay under faults (RELIABILITY.md, promises 1-3): an actor SIGKILLed while it writes a chunk of the replay
+"""Replay under faults (docs/guides/reliability.md, promises 1-3): an actor SIGKILLed while it writes a chunk of the replay
 leaves nothing half-written that the learner can sample; its successor writes into its ring and training goes on."""
 import os
 import signal

@@ -1,6 +1,6 @@
 """A learner killed or a checkpoint damaged: the run resumes from the newest valid checkpoint, counters intact.
 
-RELIABILITY.md promises 4 and 5: loading falls back past a damaged checkpoint and says so, and never silently
+docs/guides/reliability.md promises 4 and 5: loading falls back past a damaged checkpoint and says so, and never silently
 starts from scratch.
 """
 import json

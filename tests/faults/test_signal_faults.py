@@ -1,4 +1,4 @@
-"""Stops are checkpoints (RELIABILITY.md, promise 4; the SIGTERM row of the fault table): docker, systemd, Kubernetes
+"""Stops are checkpoints (docs/guides/reliability.md, promise 4; the SIGTERM row of the fault table): docker, systemd, Kubernetes
 and Slurm stop jobs with SIGTERM, a closed terminal sends SIGHUP. The run writes a closing checkpoint of everything
 it learned, exits with 128 + the signal's number, and `menger resume` continues from exactly there."""
 import signal

@@ -1,5 +1,5 @@
 """`menger train --supervise`: a learner that dies is resumed from its newest checkpoint without a human
-(RELIABILITY.md, stops and deaths); an answer (an exit code) is never retried, and a stop is passed on."""
+(docs/guides/reliability.md, stops and deaths); an answer (an exit code) is never retried, and a stop is passed on."""
 import json
 import os
 import signal
