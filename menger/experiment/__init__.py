@@ -23,7 +23,7 @@ from menger.experiment.checks import _Experiment
 from menger.experiment.compose import deep_merge, resolve_extends
 from menger.experiment.legacy import (LEGACY_MODE_KEYS, LEGACY_RUNTIME_KEYS, migrate_legacy_keys,
                                       migrate_legacy_override, moved_name)
-from menger.experiment.presets import list_presets, preset_dir, preset_files
+from menger.experiment.presets import generic_preset, list_presets, preset_dir, preset_files
 from menger.experiment.sections import (CheckpointConfig, CoordinationConfig, EnvConfig, EvalConfig,
                                         InferenceConfig, LeagueConfig, LearnerResources, LogConfig, ModelConfig,
                                         MultiAgentConfig, NormalizeConfig, ParameterServerConfig, RayConfig,
@@ -144,6 +144,6 @@ __all__ = ["CheckpointConfig", "CoordinationConfig", "EnvConfig", "EvalConfig", 
            "InferenceConfig", "LEGACY_MODE_KEYS", "LEGACY_RUNTIME_KEYS", "LeagueConfig", "LearnerResources",
            "LogConfig", "ModelConfig", "MultiAgentConfig", "NormalizeConfig", "OPERATIONAL_KEYS",
            "ParameterServerConfig", "RayConfig", "ReplayConfig", "RuntimeConfig", "StopConfig", "SupervisionConfig",
-           "TUNE_KINDS", "Tuned", "WandbConfig", "deep_merge", "hyperparameters", "list_presets", "load_experiment",
+           "TUNE_KINDS", "Tuned", "WandbConfig", "deep_merge", "generic_preset", "hyperparameters", "list_presets", "load_experiment",
            "load_experiment_data", "migrate_legacy_keys", "migrate_legacy_override", "preset_dir", "preset_files",
            "resolve_extends", "tune_spec", "wrapper_spec"]
