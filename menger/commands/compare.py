@@ -119,7 +119,7 @@ def mean_and_band(table: np.ndarray, band: str = "bootstrap") -> tuple[np.ndarra
         values = table[:, column]
         if len(values) and np.isfinite(values).all():
             mean[column] = values.mean()
-            low[column], high[column] = bootstrap_interval(values) if band == "bootstrap" else (values.min(),
+            low[column], high[column] = bootstrap_interval(values.tolist()) if band == "bootstrap" else (values.min(),
                                                                                                   values.max())
     return mean, low, high
 

@@ -64,6 +64,7 @@ def git_state(folder: Path, tracked: str | None = None) -> dict | None:
 
 def machine() -> dict:
     """The cores this process may use and the machine's memory (None where the OS does not say)."""
+    cpus: int | None
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
