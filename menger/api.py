@@ -1,6 +1,7 @@
 """The Python entry points: train an experiment, resume a run, load a trained policy."""
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger
 from menger.runtime import MetricsWriter, Trainer, TrainResult, autosize
 from menger.runtime.rundir import RunDirectoryLock
 from menger.runtime.spaces import fit_to_env
+from menger.runtime.system import write_system_file
 
 RunResult = TrainResult
 
@@ -51,7 +53,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     What is refused before anything starts (the config, the env, the network) leaves no run directory. A run
     that fails after it started leaves its `config.yaml` and `error.txt` (what failed and every traceback,
     `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
-    learners (`league.mode: league`) trains one learner per player (`menger.launch.league`)."""
+    learners (`league.mode: league`) trains one learner per player (`menger.launch.league`). Each start (and
+    resume) records what it runs on in `RUN_DIR/system.json` (`menger.runtime.system`)."""
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
     config = fit_to_env(config)  # a multi-agent env's rows in whole games, env.normalize's auto decided
     if adjust:
@@ -72,7 +75,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     except OSError as exc:
         raise RuntimeError(f"cannot create the run directory {run_dir} ({exc.strerror or exc}); give a writable "
                            "--run-dir") from exc
-    with RunDirectoryLock(run_dir):  # one training process per run directory (refused naming the other's pid)
+    with _owned(run_dir, resume):  # one training process per run directory (refused naming the other's pid)
         if choice is not None:
             autosize.write_report(run_dir, choice)
         logger = _loggers(config, run_dir, remote)
@@ -91,6 +94,15 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
             logger.close()
             if display is not None:
                 display.close()
+
+
+@contextlib.contextmanager
+def _owned(run_dir: Path, resume: bool):
+    """The run directory's owner lock, then `RUN_DIR/system.json` for this start (`menger.runtime.system`): only
+    the process that owns the run records what it runs on."""
+    with RunDirectoryLock(run_dir) as lock:
+        write_system_file(run_dir, resume=resume)
+        yield lock
 
 
 def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
@@ -144,7 +156,7 @@ def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progre
         return None
 
     try:
-        return run_league(config, run_dir, resume=resume, make_loggers=_loggers, lock=RunDirectoryLock,
+        return run_league(config, run_dir, resume=resume, make_loggers=_loggers, lock=lambda d: _owned(d, resume),
                           observers=observers, progress_for=progress_for)
     except Exception as exc:
         if run_dir.exists():

@@ -1,5 +1,5 @@
-"""`menger`: train | resume | tune | eval | match | plot | bench | league | presets | config, and the applications' place |
-cost | schedule."""
+"""`menger`: train | resume | tune | eval | match | plot | bench | league | presets | config | completion, and the
+applications' place | cost | schedule."""
 from __future__ import annotations
 
 import argparse
@@ -34,7 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a preset or an experiment file")
-    train.add_argument("experiment", help="a preset name (see `menger presets`) or a YAML file")
+    train.add_argument("experiment", nargs="?", help="a preset name (see `menger presets`) or a YAML file (optional "
+                       "with --algo)")
+    train.add_argument("--algo", metavar="NAME", help="without an experiment: train the algorithm's generic preset "
+                       "(menger train --algo ppo --env Acrobot-v1); with one: check that it trains NAME")
+    train.add_argument("--env", metavar="ID", help="the env to train on (env.id): a Gymnasium id or "
+                       "package.module:factory")
+    train.add_argument("--frames", type=_frames, metavar="N", help="env frames to train for (stop.env_frames): "
+                       "200000, 2e5, 200k or 1M")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override any config key, e.g. --set ppo.lr=1e-3 (repeatable)")
     train.add_argument("--launcher", choices=["threads", "processes", "ray"],
@@ -45,8 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--envs-per-actor", type=_count_or_auto, help="envs each actor steps as one batch, or auto "
                        "(runtime.envs_per_actor)")
     train.add_argument("--learners", type=int, help="data-parallel learners (torch.distributed)")
-    train.add_argument("--seed", type=int, help="seed of everything (runtime.seed)")
-    train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME)")
+    seeding = train.add_mutually_exclusive_group()
+    seeding.add_argument("--seed", type=int, help="seed of everything (runtime.seed)")
+    seeding.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="train once per seed, each run in "
+                         "RUN_DIR/seed-SEED, then print each seed's final return with the mean and its 95%% interval "
+                         "and write RUN_DIR/plot.png (mean and band); see --parallel")
+    train.add_argument("--parallel", type=int, default=1, metavar="N", help="--seeds: train N seeds at once, each "
+                       "in its own processes, its output in RUN_DIR/seed-SEED.log (default 1: one after another)")
+    train.add_argument("--run-dir", help="where results go (default runs/NAME-TIME; with --seeds the parent of one "
+                       "directory per seed)")
     train.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display "
                        "(also what a log file or a pipe gets)")
     train.add_argument("--supervise", type=int, nargs="?", const=3, metavar="RESTARTS",
@@ -156,15 +170,27 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--report", metavar="DIR", help="only render table.md, table.json and curves.png of "
                     "OUT/SUITE/ALGO from its finished cells")
 
-    pl = sub.add_parser("plot", help="write plot.png of a run: return, throughput, policy lag")
-    pl.add_argument("run_dir")
-    pl.add_argument("--out")
+    pl = sub.add_parser("plot", help="write plot.png of a run (return, throughput, policy lag), or compare several "
+                        "runs or groups of seeds in one figure (mean and band)")
+    pl.add_argument("runs", nargs="*", metavar="RUN", help="a run directory; several, or a folder of runs (what "
+                    "--seeds writes), compare them: each folder is a group drawn as its mean and band")
+    pl.add_argument("--group", action="append", default=[], metavar="NAME=RUN,RUN",
+                    help="a group of runs drawn as one mean and band, named NAME (repeatable)")
+    pl.add_argument("--band", choices=("bootstrap", "minmax"), default="bootstrap", help="comparing: the band "
+                    "around each group's mean, the 95%% bootstrap interval of the mean (default) or the runs' min-max")
+    pl.add_argument("--metric", help="comparing: the metrics.jsonl key to draw (default: eval/return_mean where every "
+                    "run evaluates, else episode/return_mean)")
+    pl.add_argument("--out", help="where to write it (default RUN/plot.png; comparing a folder of runs: "
+                    "FOLDER/plot.png; else compare.png here)")
 
     lg = sub.add_parser("league", help="a run's league: players by Elo, and payoff.png (win rates)")
     lg.add_argument("run_dir")
     lg.add_argument("--png", help="where to write the payoff heat map (default RUN_DIR/league/payoff.png)")
 
     sub.add_parser("presets", help="list the experiments that ship with Menger")
+    co = sub.add_parser("completion", help="print a shell completion script: eval \"$(menger completion bash)\" in "
+                        "~/.bashrc (zsh: in ~/.zshrc, after compinit)")
+    co.add_argument("shell", choices=("bash", "zsh"))
     cfg = sub.add_parser("config", help="show every config key with its type, default and meaning")
     cfg.add_argument("experiment", nargs="?", help="print this preset's effective config instead")
     cfg.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
@@ -184,11 +210,42 @@ def _count_or_auto(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"{text!r}: give a whole number or auto") from None
 
 
+def _frames(text: str) -> int:
+    """A whole, positive number of frames: 200000, 200_000, 2e5, 200k, 1.5M, 1G."""
+    scale = {"k": 10**3, "m": 10**6, "g": 10**9}.get(text.strip()[-1:].lower(), 1)
+    digits = text.strip()[:-1] if scale != 1 else text.strip()
+    try:
+        value = float(digits.replace("_", "")) * scale
+    except ValueError:
+        value = float("nan")
+    if not (value >= 1 and value == int(value)):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a whole number of frames, e.g. 200000, 2e5, 200k or 1M")
+    return int(value)
+
+
 def _train_overrides(args) -> list[str]:
-    flags = {"runtime.launcher": args.launcher, "runtime.actors": args.actors,
-             "runtime.envs_per_actor": args.envs_per_actor, "runtime.seed": args.seed,
-             "runtime.learner.count": args.learners, "runtime.ray.address": args.address}
+    """The --set overrides, then the flags' keys (a flag wins over a --set of the same key)."""
+    flags = {"env.id": args.env, "stop.env_frames": args.frames, "runtime.launcher": args.launcher,
+             "runtime.actors": args.actors, "runtime.envs_per_actor": args.envs_per_actor,
+             "runtime.seed": args.seed, "runtime.learner.count": args.learners,
+             "runtime.ray.address": args.address}
     return list(args.overrides) + [f"{k}={v}" for k, v in flags.items() if v is not None]
+
+
+def _train_experiment(args):
+    """The experiment `menger train` loads: the one named, or --algo's generic preset; checked against --algo."""
+    from menger.config import ConfigError
+    from menger.experiment import generic_preset, load_experiment
+
+    if args.experiment is None and args.algo is None:
+        raise ConfigError("menger train: name an experiment (a preset, see `menger presets`, or a YAML file), or an "
+                          "algorithm to train its generic preset: menger train --algo ppo --env Acrobot-v1")
+    source = args.experiment if args.experiment is not None else generic_preset(args.algo)
+    config = load_experiment(source, _train_overrides(args))  # validates everything before starting
+    if args.algo is not None and config.algo != args.algo:
+        raise ConfigError(f"--algo {args.algo}: {source} trains with {config.algo}; leave --algo out, or give "
+                          f"another experiment (menger train --algo {args.algo} alone trains its generic preset)")
+    return config
 
 
 def _finish(result, config, stopper=None) -> int:
@@ -227,11 +284,17 @@ def _finish(result, config, stopper=None) -> int:
 
 def cmd_train(args, argv: list[str] | None = None) -> int:
     from menger import api
-    from menger.experiment import load_experiment
     from menger.runtime import StopOnSignals
 
-    config = load_experiment(args.experiment, _train_overrides(args))  # validates everything before starting
+    config = _train_experiment(args)
     run_dir = Path(args.run_dir) if args.run_dir else api.default_run_dir(config)
+    if args.seeds:
+        from menger.cli.seeds import train_seeds
+
+        return train_seeds(_forwarded_train_argv(args), args.seeds, run_dir, parallel=args.parallel,
+                           debug=args.debug)
+    if args.parallel != 1:
+        raise SystemExit("menger train: --parallel N goes with --seeds S1 S2 ...; one run trains alone")
     if args.supervise is not None:
         from menger.cli.supervise import supervise
 
@@ -246,6 +309,28 @@ def cmd_train(args, argv: list[str] | None = None) -> int:
     finally:
         stopper.restore()
     return _finish(result, config, stopper)
+
+
+SET_PER_SEED = ("seed", "seeds", "parallel", "run_dir", "help")  # what `--seeds` sets for each seed's run itself
+
+
+def _forwarded_train_argv(args) -> list[str]:
+    """The train command line rebuilt from the parsed `args` (every option of `menger train` but SET_PER_SEED),
+    for each seed's run of `--seeds`."""
+    from menger.cli.completion import subcommands
+
+    out = [args.experiment] if args.experiment is not None else []
+    for action in subcommands(_parser())["train"]._actions:
+        if not action.option_strings or action.dest in SET_PER_SEED:
+            continue
+        value, flag = getattr(args, action.dest, None), action.option_strings[-1]
+        if isinstance(action, argparse._StoreTrueAction):
+            out += [flag] if value else []
+        elif isinstance(action, argparse._AppendAction):
+            out += [part for item in value or () for part in (flag, str(item))]
+        elif value is not None:
+            out += [flag, str(value)]
+    return out
 
 
 def _child_train_argv(argv: list[str], run_dir: Path) -> list[str]:
@@ -332,9 +417,13 @@ def cmd_export(args) -> int:
 
 
 def cmd_plot(args) -> int:
+    from menger.commands.compare import is_group, plot_comparison
     from menger.commands.plot import plot_run
 
-    print(plot_run(args.run_dir, args.out))
+    if len(args.runs) == 1 and not args.group and not is_group(Path(args.runs[0])):
+        print(plot_run(args.runs[0], args.out))
+    else:
+        print(plot_comparison(args.runs, args.group, args.out, metric=args.metric, band=args.band))
     return 0
 
 
@@ -371,10 +460,36 @@ def cmd_league(args) -> int:
 
 
 def cmd_presets(args) -> int:
+    import shutil
+
     from menger.experiment import list_presets
 
-    for name, summary in list_presets().items():
-        print(f"{name:18s} {summary}")
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None  # a pipe gets one line each
+    print(format_presets(list_presets(), width))
+    return 0
+
+
+def format_presets(presets: dict[str, str], width: int | None = None) -> str:
+    """One preset a line, the summaries in a column after the longest name; with a `width`, each summary wrapped
+    at word boundaries to fit it (continued under the column)."""
+    import textwrap
+
+    column = max((len(name) for name in presets), default=0) + 2
+    lines = []
+    for name, summary in presets.items():
+        if width is None or width - column < 30:
+            lines.append(f"{name:{column}s}{summary}".rstrip())
+        else:
+            wrapped = textwrap.wrap(summary, width - column, break_long_words=False, break_on_hyphens=False) or [""]
+            lines.append(f"{name:{column}s}{wrapped[0]}".rstrip())
+            lines += [" " * column + line for line in wrapped[1:]]
+    return "\n".join(lines)
+
+
+def cmd_completion(args) -> int:
+    from menger.cli.completion import completion_script
+
+    print(completion_script(args.shell, _parser()), end="")
     return 0
 
 
@@ -441,7 +556,7 @@ def _tune_population(args, config, out: Path) -> int:
 
 COMMANDS = {"train": cmd_train, "resume": cmd_resume, "tune": cmd_tune, "eval": cmd_eval, "match": cmd_match, "export": cmd_export,
             "plot": cmd_plot, "league": cmd_league, "presets": cmd_presets,
-            "config": cmd_config}
+            "config": cmd_config, "completion": cmd_completion}
 
 
 def _split_debug(argv: list[str]) -> tuple[list[str], bool]:

@@ -7,6 +7,7 @@ An experiment file (YAML) is a mapping with these sections; every key is optiona
     checks     the cross-field checks and resolved values (coordination, learner mode, evaluation interval)
     tuned      the `tune:` section's spec
     presets    the shipped experiment files
+    compose    `extends:` (a file or preset built on another, deep-merged)
     legacy     keys and module paths of earlier versions
 
 `ExperimentConfig` is made here from them and every registered algorithm's section (`menger.registry`).
@@ -19,9 +20,10 @@ from pathlib import Path
 from menger import registry
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict
 from menger.experiment.checks import _Experiment
+from menger.experiment.compose import deep_merge, resolve_extends
 from menger.experiment.legacy import (LEGACY_MODE_KEYS, LEGACY_RUNTIME_KEYS, migrate_legacy_keys,
                                       migrate_legacy_override, moved_name)
-from menger.experiment.presets import list_presets, preset_dir, preset_files
+from menger.experiment.presets import generic_preset, list_presets, preset_dir, preset_files
 from menger.experiment.sections import (CheckpointConfig, CoordinationConfig, EnvConfig, EvalConfig,
                                         InferenceConfig, LeagueConfig, LearnerResources, LogConfig, ModelConfig,
                                         MultiAgentConfig, NormalizeConfig, ParameterServerConfig, RayConfig,
@@ -107,7 +109,9 @@ def hyperparameters(config: ExperimentConfig) -> dict[str, bool | int | float | 
 
 
 def load_experiment_data(source: str | dict, overrides: list[str] = ()) -> dict:
-    """A preset name, a YAML path or a dict -> plain data with the --set overrides applied."""
+    """A preset name, a YAML path or a dict -> plain data with its `extends:` chain merged under it
+    (`menger.experiment.compose`) and the --set overrides applied."""
+    path = None
     if isinstance(source, dict):
         data = dict(source)
     else:
@@ -124,7 +128,8 @@ def load_experiment_data(source: str | dict, overrides: list[str] = ()) -> dict:
         elif not path.exists():
             raise ConfigError(f"experiment file {str(path)!r} does not exist")
         data = load_yaml(path)
-    return apply_overrides(migrate_legacy_keys(data), [migrate_legacy_override(o) for o in overrides])
+    data = resolve_extends(data, path)
+    return apply_overrides(data, [migrate_legacy_override(o) for o in overrides])
 
 
 def load_experiment(source: str | dict, overrides: list[str] = ()) -> ExperimentConfig:
@@ -139,6 +144,6 @@ __all__ = ["CheckpointConfig", "CoordinationConfig", "EnvConfig", "EvalConfig", 
            "InferenceConfig", "LEGACY_MODE_KEYS", "LEGACY_RUNTIME_KEYS", "LeagueConfig", "LearnerResources",
            "LogConfig", "ModelConfig", "MultiAgentConfig", "NormalizeConfig", "OPERATIONAL_KEYS",
            "ParameterServerConfig", "RayConfig", "ReplayConfig", "RuntimeConfig", "StopConfig", "SupervisionConfig",
-           "TUNE_KINDS", "Tuned", "WandbConfig", "hyperparameters", "list_presets", "load_experiment",
+           "TUNE_KINDS", "Tuned", "WandbConfig", "deep_merge", "generic_preset", "hyperparameters", "list_presets", "load_experiment",
            "load_experiment_data", "migrate_legacy_keys", "migrate_legacy_override", "preset_dir", "preset_files",
-           "tune_spec", "wrapper_spec"]
+           "resolve_extends", "tune_spec", "wrapper_spec"]
