@@ -49,3 +49,9 @@ def test_the_public_names_load_on_first_use_only():
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "True"]
 
+
+def test_the_type_hints_ship_with_the_package():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    assert (ROOT / "menger" / "py.typed").is_file()
+    package_data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in package_data["menger"]
