@@ -204,10 +204,13 @@ def train(config: ConfigSource, overrides: Sequence[str] = (), run_dir: str | Pa
     config.yaml records an object by name (`__main__:MyEnv` for one of your script): actors in threads and forked
     processes inherit it; Ray's workers import it by name, so with runtime.launcher=ray it must come from a module
     every node can import. `seed` replaces `runtime.seed`."""
-    source = to_dict(config) if isinstance(config, ExperimentConfig) else \
-        str(config) if isinstance(config, Path) else config
-    data = load_experiment_data(source if isinstance(source, str) else dict(source), list(overrides))
-    cfg = from_dict(ExperimentConfig, with_objects(data, env=env, network=network, seed=seed))
+    if isinstance(config, ExperimentConfig) and not overrides and env is None and network is None and seed is None:
+        cfg = config  # as it was built
+    else:
+        source = to_dict(config) if isinstance(config, ExperimentConfig) else \
+            str(config) if isinstance(config, Path) else config
+        data = load_experiment_data(source if isinstance(source, str) else dict(source), list(overrides))
+        cfg = from_dict(ExperimentConfig, with_objects(data, env=env, network=network, seed=seed))
     path = Path(run_dir) if run_dir else default_run_dir(cfg)
     return run_experiment(cfg, path, progress=progress, observers=observers)
 

@@ -166,3 +166,13 @@ def test_an_object_no_name_finds_again_is_refused_saying_what_to_pass(in_main):
     assert importable_name(make_cue_env, "env.id") == f"{make_cue_env.__module__}:make_cue_env"
     with pytest.raises(TypeError, match=r"model.network: got 3, an instance of int.*or a string \('package.module:Class'\)"):
         importable_name(3, "model.network")
+
+
+def test_a_config_object_takes_overrides_and_objects_of_a_module_too(tmp_path, quiet):
+    config = menger.load_experiment("cartpole-ppo")
+    run = menger.train(config, [*quiet, *SMALL, "runtime.launcher=processes"], run_dir=tmp_path / "run",
+                       env=make_cue_env, seed=5)
+    saved = menger.load_run_config(run.run_dir, env=make_cue_env)
+    assert saved.env.id == f"{make_cue_env.__module__}:make_cue_env"
+    assert (saved.runtime.seed, saved.stop.env_frames, saved.runtime.launcher) == (5, 64, "processes")
+    assert run.final_metrics["time/env_frames"] >= 64
