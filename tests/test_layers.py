@@ -316,8 +316,11 @@ def import_cycles(tree: Tree) -> list[str]:
     """One message per set of files that import each other in a cycle, with the imports that close it."""
     graph: dict[Path, set[Path]] = {path: set() for path in tree.files.values()}
     edges: dict[tuple[Path, Path], list[Import]] = {}
+    root_init = tree.files[tree.package]
     for found in all_imports(tree):
         if found.by_name or found.target is None or found.target == found.file:  # importing itself is harmless
+            continue
+        if found.file == root_init:  # the public API's names: loaded on first use, never as `import menger` runs
             continue
         graph[found.file].add(found.target)
         edges.setdefault((found.file, found.target), []).append(found)
@@ -522,6 +525,8 @@ def test_the_package_init_names_the_api_for_later_and_imports_it_never(tmp_path)
     assert init_heavy_imports(tree) == []
     assert layer_violations(tree, TOY_LAYERS) == ["menger/core.py:1 names in a string menger.runtime.loop (layer 3 "
                                                   "coordination) from layer 0 foundation"]
+    (tmp_path / "menger/runtime/loop.py").write_text("import menger\n\ndef train():\n    return menger\n")
+    assert import_cycles(Tree.scan(tmp_path)) == []  # the __init__'s TYPE_CHECKING import never runs
 
     (tmp_path / "menger/__init__.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    pass\n"
                                                  "else:\n    from menger.runtime.loop import train\n")
