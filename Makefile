@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PRESET ?= cartpole-ppo
 
-.PHONY: setup setup-test train test docs bench clean
+.PHONY: setup setup-test train test typecheck docs bench clean
 
 setup: $(VENV)/.installed
 setup-test: $(VENV)/.installed-test
@@ -33,6 +33,11 @@ train: setup
 
 test: setup-test
 	$(PY) -m pytest -q
+
+# The public API (menger/__init__.py, menger/api.py) and examples/custom_objects.py, as [tool.mypy] in
+# pyproject.toml says.
+typecheck: setup
+	$(PY) -m mypy
 
 docs: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

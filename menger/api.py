@@ -1,33 +1,51 @@
-"""The Python entry points: train an experiment, resume a run, load a trained policy."""
+"""The Python entry points: train an experiment, resume a run, load a trained policy.
+
+An env and a network can be given as objects (`env=MyEnv`, `network=MyNet`): classes or functions of the user's
+script or of any module. The config records them by name (`__main__:MyEnv`, `menger.importable`), so a run
+directory stays data; opening such a run again (`resume`, `load_policy`, `load_run_config`) takes the same objects.
+"""
 from __future__ import annotations
 
 import contextlib
 import time
 from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
+import numpy.typing as npt
 import torch
 
 from menger.checkpoint import CheckpointManager, unflatten_state
-from menger.config import from_dict, load_yaml
-from menger.experiment import (ExperimentConfig, load_experiment, migrate_legacy_keys, migrate_legacy_override,
+from menger.config import from_dict, load_yaml, to_dict
+from menger.experiment import (ExperimentConfig, load_experiment_data, migrate_legacy_keys, migrate_legacy_override,
                                wrapper_spec)
 from menger.explain import ERROR_FILE, write_error_file
+from menger.importable import MAIN, importable_name
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
-from menger.runtime import MetricsWriter, Trainer, TrainResult, autosize
+from menger.runtime import MetricsWriter, Observer, Trainer, TrainResult, autosize
 from menger.runtime.rundir import RunDirectoryLock
 from menger.runtime.spaces import fit_to_env
 from menger.runtime.system import write_system_file
 
 RunResult = TrainResult
 
+ConfigSource = Union[str, Path, Mapping[str, Any], ExperimentConfig]
+"""An experiment: a preset name (`menger presets`), a YAML file, a mapping of its sections, or a config."""
+EnvSource = Union[str, Callable[..., Any]]
+"""An env: a gymnasium id or a 'package.module:ClassOrFactory' string; or a gymnasium.Env (or VectorEnv, or
+PettingZoo env) class, or a function that returns one, defined at the top level of a module or of your script."""
+NetworkSource = Union[str, Callable[..., torch.nn.Module]]
+"""A custom network (`model.network`, docs/models.md): a 'package.module:Class' string, or a torch.nn.Module
+class (or a function returning one) called as `network(obs_space, action_space, **model.kwargs)`."""
+
 
 def default_run_dir(config: ExperimentConfig, root: str | Path = "runs") -> Path:
+    """runs/NAME-YYYYMMDD-HHMMSS: where a run goes when no directory is given."""
     return Path(root) / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _remote_loggers(config: ExperimentConfig) -> list:
+def _remote_loggers(config: ExperimentConfig) -> list[Any]:
     """The loggers that need a package of their own: built before the run directory, so a missing one stops
     the run before anything is written (they open their runs in `start`)."""
     wandb = config.log.wandb
@@ -38,15 +56,15 @@ def _remote_loggers(config: ExperimentConfig) -> list:
     return [WandbLogger(wandb.project, entity=wandb.entity, mode=wandb.mode, group=wandb.group, tags=wandb.tags)]
 
 
-def _loggers(config: ExperimentConfig, run_dir: Path, remote=()):
-    loggers = [JsonlLogger(run_dir / "metrics.jsonl")]
+def _loggers(config: ExperimentConfig, run_dir: Path, remote: Sequence[Any] = ()) -> MultiLogger:
+    loggers: list[Any] = [JsonlLogger(run_dir / "metrics.jsonl")]
     if config.log.tensorboard:
         loggers.append(TensorBoardLogger(run_dir / "tb"))
     return MultiLogger(*loggers, *remote)
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
-                   observers=(), log_lines: bool = False) -> TrainResult:
+                   observers: Sequence[Observer] = (), log_lines: bool = False) -> TrainResult:
     """Train `config` into `run_dir` (or continue it: `resume`); `observers` get the trainer's hooks
     (`menger.runtime.Observer`). `progress`: the live display; `log_lines`: one plain line per log interval.
 
@@ -57,11 +75,12 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     resume) records what it runs on in `RUN_DIR/system.json` (`menger.runtime.system`)."""
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
     config = fit_to_env(config)  # a multi-agent env's rows in whole games, env.normalize's auto decided
+    observers = list(observers)
     if adjust:
-        observers = [*observers, autosize.BatchAdjuster()]
+        observers.append(autosize.BatchAdjuster())
     elastic = _elastic(config, choice, run_dir, resume)
     if elastic is not None:
-        observers = [*observers, elastic[1]]
+        observers.append(elastic[1])
     if config.league.mode == "league":
         return _run_league(config, run_dir, resume=resume, progress=progress, observers=observers,
                            log_lines=log_lines)
@@ -88,7 +107,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
         try:
             return trainer.run()
         except Exception as exc:  # a run that started and failed says why in RUN_DIR/error.txt (then re-raised)
-            exc.error_file = write_error_file(run_dir, exc, "resume" if resume else "train")
+            _note_error_file(exc, write_error_file(run_dir, exc, "resume" if resume else "train"))
             raise
         finally:
             logger.close()
@@ -97,7 +116,7 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
 
 
 @contextlib.contextmanager
-def _owned(run_dir: Path, resume: bool):
+def _owned(run_dir: Path, resume: bool) -> Iterator[RunDirectoryLock]:
     """The run directory's owner lock, then `RUN_DIR/system.json` for this start (`menger.runtime.system`): only
     the process that owns the run records what it runs on."""
     with RunDirectoryLock(run_dir) as lock:
@@ -105,7 +124,13 @@ def _owned(run_dir: Path, resume: bool):
         yield lock
 
 
-def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
+def _note_error_file(exc: Exception, path: Path | None) -> None:
+    """The exception of a run that failed after it started carries `error_file`, the path of RUN_DIR/error.txt."""
+    setattr(exc, "error_file", path)
+
+
+def _resolve_auto(config: ExperimentConfig, run_dir: Path,
+                  resume: bool) -> tuple[ExperimentConfig, autosize.Choice | None, bool]:
     """`auto` runtime keys made numbers before anything starts: measured and picked for a new run
     (`menger.runtime.autosize`), the saved layout for a resume (a resume never measures again, so it keeps its
     layout). Returns the config, the choice (None when nothing was measured) and whether the batch size is kept
@@ -119,7 +144,7 @@ def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
         if autosize.on_cluster(config):  # the cluster's CPUs, read by the launcher layer (it joins the cluster)
             from menger.launch.ray import cluster_cpus
 
-            address = config.runtime.ray.address
+            address = str(config.runtime.ray.address)  # set: on_cluster
             cpus = lambda: cluster_cpus(address)  # noqa: E731
         config, choice = autosize.resolve(config, cluster_cpus=cpus)
     keys = choice.keys if choice is not None else (report or {}).get("keys", ())
@@ -127,7 +152,8 @@ def _resolve_auto(config: ExperimentConfig, run_dir: Path, resume: bool):
     return config, choice, adjust
 
 
-def _elastic(config: ExperimentConfig, choice, run_dir: Path, resume: bool):
+def _elastic(config: ExperimentConfig, choice: autosize.Choice | None, run_dir: Path,
+             resume: bool) -> tuple[int, autosize.ClusterWatcher] | None:
     """An elastic run on a Ray cluster (runtime.actors auto with runtime.ray.address): (the actors to start with,
     the `ClusterWatcher` that starts and parks actors as nodes join and leave); else None. A resume re-picks
     with the costs its first start measured."""
@@ -136,18 +162,18 @@ def _elastic(config: ExperimentConfig, choice, run_dir: Path, resume: bool):
         return None
     sizes = [a["actors"][1] for a in report.get("adjustments", ()) if "actors" in a]
     active = min(sizes[-1] if sizes else report["active"], config.runtime.actors)
-    units = config.runtime.coordination.batch_unrolls
+    units = config.runtime.coordination.batch_unrolls  # a number: an `auto` one was resolved and is in the keys
     watcher = autosize.ClusterWatcher(autosize.costs_from_report(report), actor_cpus=config.runtime.ray.actor_cpus,
                                       batch_unrolls=None if "runtime.coordination.batch_unrolls" in report["keys"]
-                                      else units)
+                                      or units == "auto" else units)
     return active, watcher
 
 
-def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progress: bool, observers,
-                log_lines: bool) -> TrainResult:
+def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progress: bool,
+                observers: Sequence[Observer], log_lines: bool) -> TrainResult:
     from menger.launch.league import run_league
 
-    def progress_for(cfg):
+    def progress_for(cfg: ExperimentConfig) -> MetricsWriter | None:
         if log_lines:
             return MetricsWriter(LogLines(cfg.name, target_return=cfg.stop.target_return))
         if progress and cfg.log.progress:
@@ -160,20 +186,59 @@ def _run_league(config: ExperimentConfig, run_dir: Path, *, resume: bool, progre
                           observers=observers, progress_for=progress_for)
     except Exception as exc:
         if run_dir.exists():
-            exc.error_file = write_error_file(run_dir, exc, "resume" if resume else "train")
+            _note_error_file(exc, write_error_file(run_dir, exc, "resume" if resume else "train"))
         raise
 
 
-def train(config: str | dict | ExperimentConfig, overrides: list[str] = (), run_dir: str | None = None,
-          progress: bool = False, observers=()) -> TrainResult:
-    """Train a preset name, a YAML path, a dict or a config; returns the run directory and final metrics."""
-    cfg = config if isinstance(config, ExperimentConfig) else load_experiment(config, list(overrides))
+def train(config: ConfigSource, overrides: Sequence[str] = (), run_dir: str | Path | None = None,
+          progress: bool = False, observers: Sequence[Observer] = (), *, env: EnvSource | None = None,
+          network: NetworkSource | None = None, seed: int | None = None) -> TrainResult:
+    """Train an experiment; returns the run directory and the final metrics (`TrainResult`).
+
+    `config`: a preset name, a YAML file, a mapping or an `ExperimentConfig`; `overrides`: `--set` strings
+    ("ppo.lr=1e-3"); `run_dir`: where the run goes (default runs/NAME-TIME); `progress`: the live display;
+    `observers`: `menger.runtime.Observer`s, called from the trainer's loop.
+
+    `env` replaces `env.id` and `network` replaces `model.network`, each a string or an object: a class or a
+    function defined at the top level of your script or of a module (`EnvSource`, `NetworkSource`). The run's
+    config.yaml records an object by name (`__main__:MyEnv` for one of your script): actors in threads and forked
+    processes inherit it; Ray's workers import it by name, so with runtime.launcher=ray it must come from a module
+    every node can import. `seed` replaces `runtime.seed`."""
+    if isinstance(config, ExperimentConfig) and not overrides and env is None and network is None and seed is None:
+        cfg = config  # as it was built
+    else:
+        source = to_dict(config) if isinstance(config, ExperimentConfig) else \
+            str(config) if isinstance(config, Path) else config
+        data = load_experiment_data(source if isinstance(source, str) else dict(source), list(overrides))
+        cfg = from_dict(ExperimentConfig, with_objects(data, env=env, network=network, seed=seed))
     path = Path(run_dir) if run_dir else default_run_dir(cfg)
     return run_experiment(cfg, path, progress=progress, observers=observers)
 
 
+def with_objects(data: Mapping[str, Any], *, env: EnvSource | None = None, network: NetworkSource | None = None,
+                 seed: int | None = None) -> dict[str, Any]:
+    """Experiment data with `env.id`, `model.network` and `runtime.seed` replaced by what is given (an object by
+    its `module:attribute` name, `menger.importable`); the rest as it is."""
+    data = dict(data)
+    replaced = {("env", "id"): None if env is None else importable_name(env, "env.id"),
+                ("model", "network"): None if network is None else importable_name(network, "model.network"),
+                ("runtime", "seed"): seed}
+    for (section, key), value in replaced.items():
+        if value is not None:
+            data[section] = {**(data.get(section) or {}), key: value}
+    return data
+
+
 class UntrustedRunError(RuntimeError):
     """A run directory names code outside Menger that opening it would import, and the user did not allow it."""
+
+
+class ScriptObjectError(RuntimeError):
+    """A run directory names an object of the script that trained it (`__main__:MyEnv`), and it was not given
+    again (`env=`, `network=`)."""
+
+
+_ARGUMENT = {"env.id": "env", "model.network": "network"}  # the argument that gives a config key's object
 
 
 # Imported from a run directory without consent: Menger's own modules, gymnasium's wrappers and PettingZoo's envs
@@ -189,16 +254,28 @@ def _imported_modules(config: ExperimentConfig) -> dict[str, str]:
     return {key: value.split(":", 1)[0].strip() for key, value in named.items() if value and ":" in value}
 
 
-def check_run_imports(config: ExperimentConfig, allow_import=(), source: str = "the run directory") -> None:
+def check_run_imports(config: ExperimentConfig, allow_import: Sequence[str] = (), source: str = "the run directory",
+                      given: Sequence[str] = ()) -> None:
     """Refuse a saved config that would import code outside `menger` and the modules in `allow_import`.
 
     A run directory is data: someone else's `config.yaml` with `env.id: os:system` and `env.kwargs` would run a
-    shell command the moment it is opened. Gymnasium ids (no ':') and Menger's own modules need no consent.
+    shell command the moment it is opened. Gymnasium ids (no ':') and Menger's own modules need no consent, nor
+    the keys in `given` (objects the caller passed: `env.id`, `model.network`). An object of the script that trained
+    the run (`__main__:MyEnv`) is refused unless it is given again: no other process has that script.
     """
     allowed = (*TRUSTED_MODULES, *allow_import)
-    imported = _imported_modules(config)
+    imported = {key: module for key, module in _imported_modules(config).items() if key not in given}
     refused = {key: module for key, module in imported.items()
                if not any(module == name or module.startswith(name + ".") for name in allowed)}
+    script = {key: _named_value(config, key) for key, module in refused.items() if module == MAIN}
+    if script:
+        passed = ", ".join(f"{_ARGUMENT.get(key, key)}={value.partition(':')[2]}" for key, value in script.items())
+        names = ", ".join(f"{key}={value!r}" for key, value in script.items())
+        raise ScriptObjectError(
+            f"{source} names objects of the script that trained it: {names}. Only that script has them: pass them "
+            f"again from a script that defines them, menger.load_policy(run_dir, {passed}) (or menger.resume, "
+            f"menger.load_run_config); or move them into a module and give its name (package.module:Name) "
+            f"instead of '{MAIN}' in config.yaml.")
     if refused:
         names = ", ".join(f"{key}={_named_value(config, key)!r}" for key in refused)
         modules = sorted({module.split(".")[0] for module in refused.values()})
@@ -216,28 +293,36 @@ def _named_value(config: ExperimentConfig, key: str) -> str:
     return getattr(getattr(config, section), name)
 
 
-def load_run_config(run_dir: str | Path, allow_import=()) -> ExperimentConfig:
-    """A run directory's effective config, refused if it names code outside Menger and `allow_import`."""
+def load_run_config(run_dir: str | Path, allow_import: Sequence[str] = (), *, env: EnvSource | None = None,
+                    network: NetworkSource | None = None) -> ExperimentConfig:
+    """A run directory's effective config, refused if it names code outside Menger and `allow_import`.
+
+    `env`, `network`: objects (or names) that replace the saved `env.id` and `model.network`, as `train` takes
+    them: a run trained on objects of a script (`__main__:MyEnv`) opens only with them given again."""
     path = Path(run_dir) / "config.yaml"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir} is not a Menger run directory (no config.yaml); give the directory "
                                 "that `menger train` printed")
-    config = from_dict(ExperimentConfig, migrate_legacy_keys(load_yaml(path)))  # runs of earlier versions too
-    check_run_imports(config, allow_import, source=str(path))
+    data = migrate_legacy_keys(load_yaml(path))  # runs of earlier versions too
+    config = from_dict(ExperimentConfig, with_objects(data, env=env, network=network))
+    given = [key for key, value in (("env.id", env), ("model.network", network)) if value is not None]
+    check_run_imports(config, allow_import, source=str(path), given=given)
     return config
 
 
-def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = False, observers=(),
-           allow_import=(), log_lines: bool = False) -> TrainResult:
+def resume(run_dir: str | Path, overrides: Sequence[str] = (), progress: bool = False,
+           observers: Sequence[Observer] = (), allow_import: Sequence[str] = (), log_lines: bool = False, *,
+           env: EnvSource | None = None, network: NetworkSource | None = None) -> TrainResult:
     """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one).
 
-    `allow_import`: modules outside Menger the run's config may import (its env, its network)."""
-    from menger.config import apply_overrides, to_dict
+    `allow_import`: modules outside Menger the run's config may import (its env, its network). `env`,
+    `network`: the objects a run trained with `train(env=..., network=...)` needs again (`load_run_config`)."""
+    from menger.config import apply_overrides
 
-    cfg = load_run_config(run_dir, allow_import)
+    cfg = load_run_config(run_dir, allow_import, env=env, network=network)
     if overrides:
-        overrides = [migrate_legacy_override(o) for o in overrides]
-        cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), overrides))
+        migrated = [migrate_legacy_override(o) for o in overrides]
+        cfg = from_dict(ExperimentConfig, apply_overrides(to_dict(cfg), migrated))
     from menger.launch.league import has_checkpoint
 
     if not CheckpointManager(Path(run_dir) / "checkpoints").list() and not has_checkpoint(run_dir):
@@ -250,15 +335,23 @@ def resume(run_dir: str | Path, overrides: list[str] = (), progress: bool = Fals
                           log_lines=log_lines)
 
 
+Observations = Union[npt.ArrayLike, Mapping[str, npt.ArrayLike]]
+"""One observation or a batch [N, ...] of them: an array (or what numpy makes one of), or a mapping of such for
+a Dict observation space."""
+
+
 class Policy:
     """A trained policy for evaluation or deployment: `act(obs_batch) -> actions` (numpy in, numpy out)."""
 
-    def __init__(self, network, config: ExperimentConfig):
-        self.network, self.config = network.eval(), config
-        self.state = None
+    def __init__(self, network: Any, config: ExperimentConfig):
+        """`network`: what `menger.models.build_policy` built for the run's algorithm (each has `act`,
+        `initial_state`, `lstm_size`, `codec`, `obs_space`; their classes differ by algorithm)."""
+        self.network: Any = network.eval()
+        self.config = config
+        self.state: torch.Tensor | None = None
         self.generator: torch.Generator | None = None  # sampled actions' randomness (None: torch's global one)
 
-    def act(self, obs, deterministic: bool = True):
+    def act(self, obs: Observations, deterministic: bool = True) -> Any:
         """Actions for a batch of observations [N, *obs_shape] (or a dict of such), or for one observation
         (*obs_shape: the action alone comes back), in the env's action space: an array [N, ...] (Box actions
         clipped to the bounds), or a list of N tuples or dicts for a Tuple or Dict space. A recurrent policy keeps
@@ -267,7 +360,7 @@ class Policy:
         from menger.models import obs_to_tensors
 
         if self._single(obs):
-            return self.act({k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, dict)
+            return self.act({k: np.asarray(v)[None] for k, v in obs.items()} if isinstance(obs, Mapping)
                             else np.asarray(obs)[None], deterministic)[0]
         tensors = obs_to_tensors(obs)
         if isinstance(tensors, dict):
@@ -279,16 +372,16 @@ class Policy:
         self.state = out.state
         return self.network.codec.to_env(out.action.numpy())
 
-    def _single(self, obs) -> bool:
+    def _single(self, obs: Observations) -> bool:
         """One observation rather than a batch: its shape is the observation space's own."""
         import gymnasium as gym
 
         space = self.network.obs_space
-        if isinstance(space, gym.spaces.Dict) and isinstance(obs, dict):
+        if isinstance(space, gym.spaces.Dict) and isinstance(obs, Mapping):
             return all(np.shape(obs[key]) == sub.shape for key, sub in space.spaces.items() if key in obs)
-        return not isinstance(obs, dict) and np.shape(obs) == space.shape
+        return not isinstance(obs, Mapping) and np.shape(obs) == space.shape
 
-    def reset_state(self, done=None) -> None:
+    def reset_state(self, done: npt.ArrayLike | None = None) -> None:
         """Zero the recurrent state of envs whose episode ended: `done` [N] of bools for a batch, one bool for
         a single observation, None for all of them (a new set of episodes)."""
         if done is None:
@@ -298,12 +391,14 @@ class Policy:
             self.state = self.state * torch.from_numpy(keep).unsqueeze(-1)
 
 
-def load_policy(run_dir: str | Path, allow_import=()) -> Policy:
-    """The run's newest valid policy; `allow_import`: modules outside Menger its config may import."""
+def load_policy(run_dir: str | Path, allow_import: Sequence[str] = (), *, env: EnvSource | None = None,
+                network: NetworkSource | None = None) -> Policy:
+    """The run's newest valid policy; `allow_import`: modules outside Menger its config may import; `env`,
+    `network`: the objects a run trained with `train(env=..., network=...)` needs again (`load_run_config`)."""
     from menger.envs import make_vec_env
     from menger.models import build_policy
 
-    cfg = load_run_config(run_dir, allow_import)
+    cfg = load_run_config(run_dir, allow_import, env=env, network=network)
     checkpoint = CheckpointManager(Path(run_dir) / "checkpoints").load_latest()
     if checkpoint is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint yet; train longer or wait for the first checkpoint")
@@ -322,13 +417,13 @@ class RunPlayer:
     action_mask, agent=None) -> action`, with one agent's observation in PettingZoo's format. `agent` (its name)
     matters only to a policy that tells teammates apart (`env.multiagent.agent_id`)."""
 
-    def __init__(self, policy: Policy, sides: tuple, deterministic: bool = True, seed: int = 0):
+    def __init__(self, policy: Policy, sides: Sequence[Sequence[str]], deterministic: bool = True, seed: int = 0):
         self.policy, self.sides, self.deterministic = policy, sides, deterministic
         self.space = policy.network.obs_space
         if not deterministic:  # sampled actions drawn from a seeded generator: a match replays from its --seed
             policy.generator = torch.Generator().manual_seed(int(seed))
 
-    def act(self, observation, action_mask=None, agent: str | None = None):
+    def act(self, observation: Any, action_mask: npt.ArrayLike | None = None, agent: str | None = None) -> Any:
         from menger.envs.multiagent import AGENT_KEY, CRITIC_KEY, MASK_KEY, OBS_KEY
 
         if isinstance(observation, dict) and OBS_KEY in observation:
@@ -350,7 +445,7 @@ class RunPlayer:
         self.policy.reset_state()
 
 
-def run_player(run_dir: str | Path, policy: str | None = None, allow_import=(), seed: int = 0,
+def run_player(run_dir: str | Path, policy: str | None = None, allow_import: Sequence[str] = (), seed: int = 0,
                deterministic: bool | None = None) -> RunPlayer:
     """The newest policy of a multi-agent run as a `RunPlayer`. A league run has one per learner: `policy` names
     it (default: its first main agent). ``deterministic=True``: it takes its most likely action; ``False``: it

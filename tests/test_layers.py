@@ -60,15 +60,18 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # commands on a finished run (eval, match, export, plot) read it through menger.api; explain (what a failure
     # means, RUN_DIR/error.txt) is what api writes when a run fails and what the cli prints; tuning (search, PBT)
     # trains runs through menger.api. The old top-level paths are aliases of the modules that moved.
+    # importable: the objects handed to menger.api (env=MyEnv) as the `module:attribute` names a config records.
     (5, "api", ("menger.api", "menger.commands", "menger.tuning", "menger.explain", "menger.tune", "menger.pbt",
-                "menger.evaluate", "menger.match", "menger.export", "menger.plot")),
+                "menger.evaluate", "menger.match", "menger.export", "menger.plot", "menger.importable")),
     (6, "apps", ("menger.apps",)),
     # the command line, and its supervisor (`menger train --supervise`) that runs the command line as a child
     (7, "cli", ("menger.cli", "menger.supervise")),
 )
 
 # What the package's own __init__.py may import: it is imported by everything (and by every Ray worker),
-# so it must stay free of heavy dependencies and of its own submodules.
+# so it must stay free of heavy dependencies and of its own submodules. It names the public API (menger.train,
+# menger.load_policy, ...), which loads on first use: those names (in strings, in `if TYPE_CHECKING:` imports)
+# are not imports of the layers above, and only what runs at `import menger` is checked (init_heavy_imports).
 INIT_ALLOWED_IMPORTS = frozenset(sys.stdlib_module_names) | {"__future__"}
 
 MODULE_NAME_STRING = re.compile(r"^[A-Za-z_]\w*(\.\w+)+(:[\w.]+)?$")
@@ -255,6 +258,8 @@ def layer_violations(tree: Tree, layers=LAYERS) -> list[str]:
     problems = []
     path_to_module = {path: module for module, path in tree.files.items()}
     for found in all_imports(tree):
+        if path_to_module[found.file] == tree.package:  # the public API's names, loaded on first use
+            continue
         source = layer_of(path_to_module[found.file], layers)
         imported = layer_of(found.module, layers)
         if source is not None and imported is not None and imported[0] > source[0]:
@@ -311,8 +316,11 @@ def import_cycles(tree: Tree) -> list[str]:
     """One message per set of files that import each other in a cycle, with the imports that close it."""
     graph: dict[Path, set[Path]] = {path: set() for path in tree.files.values()}
     edges: dict[tuple[Path, Path], list[Import]] = {}
+    root_init = tree.files[tree.package]
     for found in all_imports(tree):
         if found.by_name or found.target is None or found.target == found.file:  # importing itself is harmless
+            continue
+        if found.file == root_init:  # the public API's names: loaded on first use, never as `import menger` runs
             continue
         graph[found.file].add(found.target)
         edges.setdefault((found.file, found.target), []).append(found)
@@ -362,10 +370,28 @@ def folder_cycles(tree: Tree) -> list[str]:
     return problems
 
 
+def _is_type_checking(node: ast.AST) -> bool:
+    """An `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) block: what only a type checker reads."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _walk_executed(node: ast.AST):
+    """ast.walk without the bodies of `if TYPE_CHECKING:` blocks (their `else:` runs)."""
+    yield node
+    children = node.orelse if _is_type_checking(node) else ast.iter_child_nodes(node)
+    for child in children:
+        yield from _walk_executed(child)
+
+
 def init_heavy_imports(tree: Tree) -> list[str]:
-    """Imports of the root __init__.py other than the standard library's."""
+    """Imports of the root __init__.py other than the standard library's (those a type checker alone reads, in
+    `if TYPE_CHECKING:`, are not made)."""
     problems = []
-    for node in ast.walk(tree.parse(tree.package)):
+    for node in _walk_executed(tree.parse(tree.package)):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -483,6 +509,29 @@ def test_the_checker_reports_folders_that_import_each_other_round_a_loop(tmp_pat
     assert problems[0].startswith("folders import each other round a loop: envs, runtime, transport:")
     assert "transport -> runtime: menger/transport/local.py:2 imports menger.runtime.loop" in problems[0]
     assert "api" not in problems[0]
+
+
+def test_the_package_init_names_the_api_for_later_and_imports_it_never(tmp_path):
+    """The root __init__ may name modules of any layer in strings and `if TYPE_CHECKING:` imports (the public API,
+    loaded on first use); an import it makes when it runs is refused, as are the same names in any other module."""
+    tree = _write(tmp_path, {
+        "menger/__init__.py": "import importlib\nTYPE_CHECKING = False\nPUBLIC = {'train': 'menger.runtime.loop'}\n"
+                              "if TYPE_CHECKING:\n    from menger.runtime.loop import train\nelse:\n    import os\n"
+                              "def __getattr__(name):\n    return getattr(importlib.import_module(PUBLIC[name]), name)\n",
+        "menger/core.py": "PUBLIC = {'train': 'menger.runtime.loop'}\n",
+        "menger/runtime/__init__.py": "",
+        "menger/runtime/loop.py": "def train():\n    pass\n",
+    })
+    assert init_heavy_imports(tree) == []
+    assert layer_violations(tree, TOY_LAYERS) == ["menger/core.py:1 names in a string menger.runtime.loop (layer 3 "
+                                                  "coordination) from layer 0 foundation"]
+    (tmp_path / "menger/runtime/loop.py").write_text("import menger\n\ndef train():\n    return menger\n")
+    assert import_cycles(Tree.scan(tmp_path)) == []  # the __init__'s TYPE_CHECKING import never runs
+
+    (tmp_path / "menger/__init__.py").write_text("TYPE_CHECKING = False\nif TYPE_CHECKING:\n    pass\n"
+                                                 "else:\n    from menger.runtime.loop import train\n")
+    assert init_heavy_imports(Tree.scan(tmp_path)) == ["menger/__init__.py:5 imports menger.runtime.loop: the "
+                                                       "package's __init__.py may import only the standard library"]
 
 
 def test_names_reexported_by_a_package_resolve_to_their_submodule(tmp_path):

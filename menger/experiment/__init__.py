@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from menger import registry
 from menger.config import ConfigError, apply_overrides, field, from_dict, load_yaml, to_dict
@@ -69,12 +70,34 @@ def _experiment_fields() -> list[tuple]:
     return before + sections + after
 
 
-# The experiment: the fields every run has, and one section per registered algorithm (built once, when this module
-# is imported, from the registry: a plug-in's section is here like a built-in one's).
-ExperimentConfig = dataclasses.make_dataclass("ExperimentConfig", _experiment_fields(), bases=(_Experiment,),
-                                              frozen=True, namespace={"__module__": __name__})
-ExperimentConfig.__doc__ = ("An experiment: " + ", ".join(f.name for f in dataclasses.fields(ExperimentConfig))
-                            + ". Checks and resolved values: `_Experiment`.")
+if TYPE_CHECKING:
+    @dataclasses.dataclass(frozen=True)
+    class ExperimentConfig(_Experiment):
+        """What a type checker sees: the sections every run has (tests/experiment/test_typed_config.py keeps them
+        equal to `_experiment_fields`); an algorithm's section (`ppo`, `vtrace`, a plug-in's) is an attribute of
+        type Any, since the registry adds them when the module is imported."""
+
+        name: str
+        algo: str
+        env: EnvConfig
+        model: ModelConfig
+        replay: ReplayConfig
+        eval: EvalConfig
+        league: LeagueConfig
+        runtime: RuntimeConfig
+        stop: StopConfig
+        checkpoint: CheckpointConfig
+        log: LogConfig
+        tune: dict[str, Any]
+
+        def __getattr__(self, section: str) -> Any: ...
+else:
+    # The experiment: the fields every run has, and one section per registered algorithm (built once, when this
+    # module is imported, from the registry: a plug-in's section is here like a built-in one's).
+    ExperimentConfig = dataclasses.make_dataclass("ExperimentConfig", _experiment_fields(), bases=(_Experiment,),
+                                                  frozen=True, namespace={"__module__": __name__})
+    ExperimentConfig.__doc__ = ("An experiment: " + ", ".join(f.name for f in dataclasses.fields(ExperimentConfig))
+                                + ". Checks and resolved values: `_Experiment`.")
 
 # How a run is operated, not what it learns: left out of its hyperparameters.
 OPERATIONAL_KEYS = ("eval", "checkpoint", "log", "runtime.supervision", "runtime.ray", "tune")

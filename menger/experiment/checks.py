@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from menger import registry
 from menger.config import ConfigError
+from menger.experiment.sections import wrapper_spec
 from menger.experiment.tuned import tune_spec
 
 
@@ -16,6 +17,9 @@ class _Experiment:
     (`menger.registry.Algorithm`: properties read here, and its own `problems`)."""
 
     def __post_init__(self):
+        script_objects = self._script_object_problems()
+        if script_objects:  # before the tuned values' checks, each of which would repeat it
+            raise ConfigError(script_objects)
         if self.auto_keys:
             self._check_auto()
         if self.tune:
@@ -144,6 +148,20 @@ class _Experiment:
                             f"{registry.listing(lambda a: a.board_mirror)}; algo {self.algo} builds its own "
                             "network without it: unset model.board_mirror")
         return problems
+
+    def _script_object_problems(self) -> list[str]:
+        """Objects of the running script (`__main__:Name`, what `menger.train(env=MyEnv)` records for a class defined
+        there) reach threads and forked processes, never Ray's workers, which import a name and run no script."""
+        if self.runtime.launcher != "ray":
+            return []
+        named = {"env.id": self.env.id, "model.network": self.model.network}
+        named.update({f"env.wrappers[{index}]": wrapper_spec(item)[0] for index, item in enumerate(self.env.wrappers)})
+        return [f"{key}={value!r} is defined in the script that started the run, and runtime.launcher=ray builds it "
+                f"in Ray's worker processes, which import it by name and never run that script: move "
+                f"{value.partition(':')[2]} into a module every node can import (a package installed there, or one "
+                f"in the job's working_dir) and pass it from there, or train with runtime.launcher=processes or "
+                f"threads (they inherit the script's objects)"
+                for key, value in named.items() if value and value.partition(":")[0].strip() == "__main__"]
 
     @property
     def learner_mode(self) -> str:
