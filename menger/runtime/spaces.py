@@ -41,6 +41,10 @@ def check_fit(cfg) -> tuple[tuple, bool]:
         raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {cfg.env.id} has "
                           f"{per_game} of them per game (env.multiagent.learn): give a multiple of {per_game}, e.g. "
                           f"{max(1, rows // per_game) * per_game}")
+    if facts["multiagent"] and cfg.env.info_keys:
+        raise ConfigError(f"env.info_keys={list(cfg.env.info_keys)} reads the infos of single-agent envs, and "
+                          f"{cfg.env.id!r} is a multi-agent (PettingZoo) env whose games report their outcome to "
+                          "the league instead; unset env.info_keys")
     if facts["multiagent"] and not cfg.algorithm.multi_agent:
         raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
                           "unfinished agents are not given to the replay algorithms yet; train it with "
