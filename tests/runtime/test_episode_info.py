@@ -87,7 +87,8 @@ def test_is_success_of_every_other_episode_is_logged_as_a_mean_of_one_half(tmp_p
 
     # the hook: every episode the metrics counted, with where it ran and what it reported
     assert len(log.episodes) == last["episode/count"]
-    assert {(e.actor_id, e.env_index) for e in log.episodes} == {(a, b) for a in range(2) for b in range(ENVS_PER_ACTOR)}
+    every_env = {(actor, env) for actor in range(2) for env in range(ENVS_PER_ACTOR)}
+    assert {(e.actor_id, e.env_index) for e in log.episodes} == every_env
     assert all(e.episode_return == LENGTH and e.length == LENGTH for e in log.episodes)
     successes = Counter(e.info["is_success"] for e in log.episodes)
     assert successes[1.0] == successes[0.0] == len(log.episodes) / 2
