@@ -1,10 +1,10 @@
 """env.info_keys through the whole runtime: an env that succeeds every other episode shows
 episode/is_success_mean = 0.5 in metrics.jsonl under threads and processes, and `on_episode_end` sees every
 episode with its actor, env and info."""
+import sys
 from collections import Counter
+from pathlib import Path
 
-import gymnasium
-import numpy as np
 import pytest
 
 from menger import api
@@ -17,42 +17,11 @@ from menger.runtime.accounting import FrameAccounts
 from menger.runtime.metrics import MetricsRecorder
 from menger.runtime.observers import Episode
 
-ENV_ID = "menger-tests/AlternatingSuccess-v0"
-LENGTH = 5
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from menger_test_info_envs import LENGTH  # noqa: E402
+
+ENV_ID = "menger_test_info_envs:AlternatingSuccessEnv"  # a user's own module (forked actors inherit the path)
 ENVS_PER_ACTOR = 4
-
-
-class AlternatingSuccessEnv(gymnasium.Env):
-    """Episodes of LENGTH steps, reward 1 a step; each env succeeds every other episode. Envs whose first seed is
-    even start with a success, the others with a failure, so the B envs of an actor (seeded seed, seed + 1, ...),
-    whose episodes end together, are half successes at every episode end and any window of whole ends averages
-    0.5 exactly. `bonus` is reported by the successes only: its mean is 1, not 0.5."""
-
-    observation_space = gymnasium.spaces.Box(-1.0, 1.0, (4,), np.float32)
-    action_space = gymnasium.spaces.Discrete(2)
-
-    def __init__(self):
-        self.steps, self.episodes, self.parity = 0, 0, None
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        if self.parity is None:
-            self.parity = (seed or 0) % 2
-        self.steps = 0
-        return np.zeros(4, np.float32), {}
-
-    def step(self, action):
-        self.steps += 1
-        info = {}
-        if self.steps == LENGTH:
-            success = (self.episodes + self.parity) % 2 == 0
-            info = {"is_success": success, **({"bonus": 1} if success else {})}
-            self.episodes += 1
-        return np.zeros(4, np.float32), 1.0, self.steps == LENGTH, False, info
-
-
-if ENV_ID not in gymnasium.registry:
-    gymnasium.register(ENV_ID, entry_point=AlternatingSuccessEnv)
 
 
 class EpisodeLog(Observer):
