@@ -27,6 +27,9 @@ class UnrollMeta:
     moments (`menger.models.normalize.Moments`) of the unroll's observations and of its envs' discounted returns,
     which the trainer merges into the running statistics; None when not normalising. `match_results`: the games
     of a multi-agent env that ended in the unroll, each (opponent, score of the learned side), for the league.
+    `episode_envs`: for each of `episode_returns`, the env (row of the actor's vector env) it ran in.
+    `episode_infos`: with `env.info_keys`, for each of `episode_returns`, the listed keys its last info reported,
+    as (key, value) pairs (a key it did not report is absent); empty when no keys are asked.
     """
 
     actor_id: int
@@ -42,6 +45,8 @@ class UnrollMeta:
     obs_moments: Any = None
     return_moments: Any = None
     match_results: tuple[tuple[str, float], ...] = ()  # multi-agent: (opponent, score 1 / 0.5 / 0) per game ended
+    episode_envs: tuple[int, ...] = ()
+    episode_infos: tuple[tuple[tuple[str, float], ...], ...] = ()
 
 
 # ----- parameters -----------------------------------------------------------------------------------------------

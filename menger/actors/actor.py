@@ -103,6 +103,8 @@ class Actor:
         # observation is still seen with its own state (what a truncation bootstraps from).
         finished_returns: list[float] = []
         finished_lengths: list[int] = []
+        finished_envs: list[int] = []
+        finished_infos: list[tuple[tuple[str, float], ...]] = []  # env.info_keys: what each episode reported
         faulty = 0  # episodes a fault ended: counted, kept out of the returns and the stop rule
         for t in range(self.unroll_length):
             if stored is not None and t % self.sequence_period == 0 and t // self.sequence_period < len(stored):
@@ -133,6 +135,10 @@ class Actor:
                 idx = np.flatnonzero(ended)
                 finished_returns += self.episode_return[idx].tolist()
                 finished_lengths += self.episode_length[idx].tolist()
+                rows = idx.tolist()
+                finished_envs += rows
+                if result.episode_info is not None:
+                    finished_infos += [tuple(result.episode_info.get(row, {}).items()) for row in rows]
                 self.episode_return[idx] = 0.0
                 self.episode_length[idx] = 0
             if not all_valid:  # a rebuilt env or a dropped value cut an episode short: its return is not a
@@ -162,7 +168,8 @@ class Actor:
         return UnrollMeta(self.actor_id, self.incarnation, self.sequence, self.version,
                           self.unroll_length * self.num_envs, tuple(finished_returns), tuple(finished_lengths),
                           env_stats, faulty_episodes=faulty, invalid_frames=int(valid.size - valid.sum()),
-                          obs_moments=obs_moments, return_moments=return_moments, match_results=results)
+                          obs_moments=obs_moments, return_moments=return_moments, match_results=results,
+                          episode_envs=tuple(finished_envs), episode_infos=tuple(finished_infos))
 
     # ----- exact resume ------------------------------------------------------------------
     def snapshot(self) -> dict:

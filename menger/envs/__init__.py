@@ -3,7 +3,7 @@
     from menger.envs import make_vec_env
     env = make_vec_env("CartPole-v1", num_envs=64, seed=0)
     obs = env.reset()
-    result = env.step(actions)   # StepResult(obs, reward, terminated, truncated, valid)
+    result = env.step(actions)   # StepResult(obs, reward, terminated, truncated, valid, episode_info)
 
 See ``menger.envs.vector`` for the interface and its autoreset rules, ``menger.envs.faults`` for what
 happens to broken envs, ``menger.envs.sanity`` for tiny envs that learn in seconds, and ``menger.envs.memory``

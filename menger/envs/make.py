@@ -46,7 +46,7 @@ ENV_PROVIDER_GROUP = "menger.env_providers"
 
 def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None = None, preset: str | None = None,
                  nonfinite: str = "drop", num_threads: int = 1, max_reset_retries: int = 5,
-                 next_step_autoreset: bool = False, wrappers=(), multiagent=None) -> VecEnv:
+                 next_step_autoreset: bool = False, wrappers=(), multiagent=None, info_keys=()) -> VecEnv:
     """B copies of ``env_id`` behind Menger's ``VecEnv`` interface.
 
     Args:
@@ -67,12 +67,14 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
         multiagent: for a PettingZoo env (``env.multiagent``, `menger.experiment.MultiAgentConfig`): the agents the
             policy plays; ``num_envs`` then counts their rows, games x learned agents per game
             (`menger.envs.multiagent`). None: the defaults (the first agent).
+        info_keys: keys of the env's info read at each episode's end into ``StepResult.episode_info``
+            (``env.info_keys``, `menger.envs.info`); single-agent envs only.
     """
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int, got {num_envs!r}.")
     faults = FaultPolicy(nonfinite=nonfinite, max_reset_retries=max_reset_retries)
     kwargs = dict(kwargs or {})
-    common = {"env_id": env_id, "seed": seed, "faults": faults}
+    common = {"env_id": env_id, "seed": seed, "faults": faults, "info_keys": tuple(info_keys)}
     wrap = resolve_wrappers(wrappers)  # before any env is built: a bad wrapper is named first
     if preset is not None:
         if wrap:
@@ -83,6 +85,10 @@ def make_vec_env(env_id: str, num_envs: int, *, seed: int, kwargs: dict | None =
     if not is_vector and ":" in env_id:  # a user factory may make a PettingZoo game: one is built to tell
         first = factory(**kwargs)
         if is_multiagent_env(first):
+            if info_keys:
+                first.close()
+                raise ValueError(f"env.info_keys reads single-agent envs' infos, and {env_id!r} is a PettingZoo env; "
+                                 "unset env.info_keys")
             if wrap:
                 first.close()
                 raise UnknownEnvError(f"env.wrappers wrap gymnasium envs, and {env_id!r} is a PettingZoo env; apply "

@@ -22,6 +22,10 @@ Two implementations, chosen by ``make_vec_env``:
 
 Whatever the mode, a row with ``valid=False`` starts afresh: its ``obs`` is a first observation of an
 episode (after a reset step, a dropped NaN, or a rebuilt env) and its terminated/truncated are False.
+
+Both take ``info_keys`` (``env.info_keys``): for every row whose episode ends in a step, the listed keys of that
+episode's last info come back in ``StepResult.episode_info`` (``menger.envs.info``); without keys the env's infos
+are not read at all.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from menger.envs.faults import (
     writable_copy,
     zero_nonfinite,
 )
+from menger.envs.info import EpisodeInfo, single_info, vector_info
 
 Obs = Any  # np.ndarray, or a dict (or tuple) of np.ndarray, batch-first
 
@@ -61,6 +66,9 @@ class StepResult(NamedTuple):
     terminated: np.ndarray  # bool [B]
     truncated: np.ndarray  # bool [B]
     valid: np.ndarray  # bool [B]; False: do not learn from this row (reset step, dropped NaN, rebuilt env)
+    # with info_keys: row -> the listed keys of the last info of the episode that ended in that row in this step
+    # (every ended row has an entry, empty where the episode reported none of them); None: no keys were asked
+    episode_info: EpisodeInfo | None = None
 
 
 @runtime_checkable
@@ -100,8 +108,9 @@ class NativeVecEnv:
     """
 
     def __init__(self, make_env: Callable[[], gymnasium.vector.VectorEnv], *, env_id: str, seed: int,
-                 faults: FaultPolicy):
+                 faults: FaultPolicy, info_keys: tuple[str, ...] = ()):
         self._make_env = make_env
+        self._info_keys = tuple(info_keys)
         self._env_id = env_id
         self._seed = seed
         self._faults = faults
@@ -132,13 +141,19 @@ class NativeVecEnv:
             actions = concatenate(self.single_action_space, actions,
                                   create_empty_array(self.single_action_space, self.num_envs))
         try:
-            obs, reward, terminated, truncated, _ = self._env.step(actions)
+            obs, reward, terminated, truncated, infos = self._env.step(actions)
         except Exception as exc:  # any failure inside the env: rebuild it whole
             return self._rebuild(exc)
         self._failed_in_a_row = 0
         if not (math.isfinite(np.add.reduce(reward, None)) and self._obs_finite(obs)):
-            return self._drop_nonfinite(obs, _float32(reward), terminated, truncated)
-        return self._finish_step(obs, _float32(reward), terminated, truncated)
+            result = self._drop_nonfinite(obs, _float32(reward), terminated, truncated)
+        else:
+            result = self._finish_step(obs, _float32(reward), terminated, truncated)
+        if self._info_keys:
+            ended = np.flatnonzero(result.terminated | result.truncated)
+            result = result._replace(episode_info=vector_info(
+                self._env_id, infos, self._info_keys, ended, final=self.autoreset_mode == AutoresetMode.SAME_STEP))
+        return result
 
     def close(self) -> None:
         self._env.close()
@@ -230,7 +245,8 @@ class NativeVecEnv:
         """Every row starts afresh: after a whole-env rebuild or reset nothing in this step is a transition."""
         self._prev_done = np.zeros(self.num_envs, dtype=np.bool_)
         no = np.zeros(self.num_envs, dtype=np.bool_)
-        return StepResult(obs, np.zeros(self.num_envs, dtype=np.float32), no, no.copy(), no.copy())
+        return StepResult(obs, np.zeros(self.num_envs, dtype=np.float32), no, no.copy(), no.copy(),
+                          {} if self._info_keys else None)
 
     # -- resetting -------------------------------------------------------------------------------------
 
@@ -287,8 +303,9 @@ class LoopVecEnv:
     """
 
     def __init__(self, make_env: Callable[[], gymnasium.Env], num_envs: int, *, env_id: str, seed: int,
-                 faults: FaultPolicy, next_step_autoreset: bool = False):
+                 faults: FaultPolicy, next_step_autoreset: bool = False, info_keys: tuple[str, ...] = ()):
         self._make_env = make_env
+        self._info_keys = tuple(info_keys)
         self._env_id = env_id
         self._seed = seed
         self._faults = faults
@@ -324,6 +341,7 @@ class LoopVecEnv:
             raise ValueError(f"{self._env_id}: got {len(actions)} actions for {self.num_envs} envs; pass one per env.")
         observations, rewards, terminations, truncations = [], [], [], []
         invalid = []  # rows that are no transition: their first observation, reward 0, not ended
+        episode_info: EpisodeInfo | None = {} if self._info_keys else None
 
         def start_afresh(index: int, first_obs) -> None:
             observations.append(first_obs)
@@ -339,11 +357,13 @@ class LoopVecEnv:
                 start_afresh(index, self._reset_env(index, None))
                 continue
             try:
-                obs, reward, terminated, truncated, _ = env.step(actions[index])
+                obs, reward, terminated, truncated, info = env.step(actions[index])
             except Exception as exc:  # any failure inside the env: replace that env
                 start_afresh(index, self._rebuild(index, exc))
                 continue
             self._failed_in_a_row[index] = 0
+            if episode_info is not None and (terminated or truncated):
+                episode_info[index] = single_info(self._env_id, info, self._info_keys)
             if next_step:
                 self._reset_next[index] = terminated or truncated
                 observations.append(obs)
@@ -358,11 +378,15 @@ class LoopVecEnv:
             np.array(terminations, dtype=np.bool_),
             np.array(truncations, dtype=np.bool_),
             self._all_valid.copy(),
+            episode_info,
         )
         if invalid:
             result.valid[invalid] = False
         if not (math.isfinite(sum(rewards)) and self._obs_finite(result.obs)):
-            self._drop_nonfinite(*result)
+            self._drop_nonfinite(*result[:5])
+            if episode_info:  # an episode a dropped value cut short did not end: no facts of it
+                for index in [i for i in episode_info if not (result.terminated[i] or result.truncated[i])]:
+                    del episode_info[index]
         return result
 
     def close(self) -> None:

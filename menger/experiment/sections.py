@@ -73,6 +73,28 @@ class MultiAgentConfig:
         "seeded by the match's --seed")
 
 
+# Keys an env.info_keys entry may not be: vector envs' own bookkeeping, and the names of the returns' and lengths'
+# means (episode/return_mean, episode/length_mean), which an info key's mean would overwrite.
+RESERVED_INFO_KEYS = ("final_info", "final_obs", "return", "length")
+
+
+def check_info_keys(keys: tuple[str, ...]) -> None:
+    """env.info_keys: distinct, non-empty names that are not vector-env bookkeeping nor the returns' metrics."""
+    seen = set()
+    for index, key in enumerate(keys):
+        name = f"env.info_keys[{index}]"
+        if not isinstance(key, str) or not key.strip() or key != key.strip():
+            raise ConfigError(f"{name} = {key!r}: give the name of a key of the env's info, e.g. "
+                              "env.info_keys=[is_success]")
+        if key.startswith("_") or key in RESERVED_INFO_KEYS:
+            raise ConfigError(f"{name} = {key!r} is not an episode fact an env reports: keys starting with '_' and "
+                              f"{', '.join(RESERVED_INFO_KEYS)} are the vector env's bookkeeping or Menger's own "
+                              "metrics (episode/return_mean, episode/length_mean); report it under another name")
+        if key in seen:
+            raise ConfigError(f"{name} = {key!r} is listed twice; list each key once")
+        seen.add(key)
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     id: str = field("CartPole-v1", doc="a gymnasium id (e.g. CartPole-v1, ALE/Pong-v5), "
@@ -86,6 +108,10 @@ class EnvConfig:
         (), doc="gymnasium wrappers applied to each env, in order: 'package.module:Wrapper', or {class: "
         "'package.module:Wrapper', <its kwargs>} (e.g. {class: 'gymnasium.wrappers:TimeLimit', "
         "max_episode_steps: 200})")
+    info_keys: tuple[str, ...] = field(
+        (), doc="keys of the env's info logged at each episode's end as means over the last stop.window episodes "
+        "that reported them (is_success -> episode/is_success_mean); numbers and bools; single-agent envs; see "
+        "docs/guides/episode-info.md")
     normalize: NormalizeConfig = field(default_factory=NormalizeConfig, doc="running observation and reward "
                                        "normalisation (ppo, impala, appo)")
     multiagent: MultiAgentConfig = field(default_factory=MultiAgentConfig, doc="PettingZoo envs: the agents the "
@@ -102,6 +128,7 @@ class EnvConfig:
             if not module.strip() or not attribute.strip():
                 raise ConfigError(f"{key} = {name!r}: name a wrapper as 'package.module:Wrapper', e.g. "
                                   "'gymnasium.wrappers:ClipAction'")
+        check_info_keys(self.info_keys)
         if self.wrappers and self.preset is not None:
             raise ConfigError(f"env.wrappers with env.preset={self.preset!r}: the preset is a vector env with its own "
                               "preprocessing, not single envs to wrap; unset one of them")

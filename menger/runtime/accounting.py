@@ -2,7 +2,9 @@
 
 Env fault counters (`env_stats`: env_rebuilt, nonfinite_dropped, reset_failures, ...) arrive per incarnation,
 cumulative within it; `env_totals` sums them over every incarnation of every actor, so a restart never resets
-a count. Episodes that a fault ended are counted (`faulty_episodes`) and kept out of the returns.
+a count. Episodes that a fault ended are counted (`faulty_episodes`) and kept out of the returns. `infos` keeps,
+per `env.info_keys` key, the values of the recent episodes that reported it (a key an episode did not report is
+not a zero).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ class FrameAccounts:
     unrolls: int = 0
     returns: deque = field(default_factory=lambda: deque(maxlen=100))
     lengths: deque = field(default_factory=lambda: deque(maxlen=100))
+    infos: dict = field(default_factory=dict)  # env.info_keys key -> deque of the recent episodes' values
     lags: list = field(default_factory=list)
     env_retired: Counter = field(default_factory=Counter)  # final counters of incarnations that are gone
     env_live: dict = field(default_factory=dict)           # actor id -> (incarnation, its latest counters)
@@ -32,7 +35,7 @@ class FrameAccounts:
     def record(self, meta, verdict) -> None:
         """One unroll tag and the coordinator's verdict on it (`menger.core.UnrollMeta`, `Verdict`)."""
         self.produced += meta.frames
-        self.record_episodes(meta.episode_returns, meta.episode_lengths)
+        self.record_episodes(meta.episode_returns, meta.episode_lengths, meta.episode_infos)
         self.faulty_episodes += meta.faulty_episodes
         self.invalid += meta.invalid_frames
         self.unrolls += 1
@@ -66,10 +69,19 @@ class FrameAccounts:
         self.produced += frames
         self.drop("actor_lost", frames)
 
-    def record_episodes(self, returns, lengths) -> None:
+    def record_episodes(self, returns, lengths, infos=()) -> None:
+        """Episodes that ended; `infos`: for each, the (key, value) pairs of env.info_keys it reported."""
         self.episodes += len(returns)
         self.returns.extend(returns)
         self.lengths.extend(lengths)
+        for pairs in infos:
+            for key, value in pairs:
+                self._info_values(key).append(value)
+
+    def _info_values(self, key: str) -> deque:
+        if key not in self.infos:
+            self.infos[key] = deque(maxlen=self.returns.maxlen)
+        return self.infos[key]
 
     def mean_return(self, window: int) -> float | None:
         if len(self.returns) < window:
@@ -81,6 +93,7 @@ class FrameAccounts:
         return {"produced": self.produced, "accepted": self.accepted, "dropped": dict(self.dropped),
                 "duplicates": self.duplicates, "episodes": self.episodes, "returns": list(self.returns),
                 "lengths": list(self.lengths), "faulty_episodes": self.faulty_episodes, "invalid": self.invalid,
+                "infos": {key: list(values) for key, values in self.infos.items()},
                 "unrolls": self.unrolls,
                 "env_totals": self.env_totals()}
 
@@ -95,4 +108,6 @@ class FrameAccounts:
                        env_retired=Counter({k: int(v) for k, v in state.get("env_totals", {}).items()}))
         accounts.returns.extend(float(x) for x in state["returns"])
         accounts.lengths.extend(int(x) for x in state["lengths"])
+        for key, values in state.get("infos", {}).items():  # checkpoints of earlier versions have none
+            accounts._info_values(str(key)).extend(float(x) for x in values)
         return accounts

@@ -26,7 +26,7 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
                         preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads,
                         next_step_autoreset=config.coordination == "replay", wrappers=config.env.wrappers,
-                        multiagent=config.env.multiagent)
+                        multiagent=config.env.multiagent, info_keys=config.env.info_keys)
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
                               config.env.normalize)

@@ -1,6 +1,8 @@
 """The run's metrics record: time, frames, learner, episodes and accounts, plus what the components report.
 
 Rates (`actor/fps`, `learner/fps`, `learner/updates_per_s`) are over the interval since the previous record.
+Episode means (`episode/return_mean`, `episode/length_mean`, and `episode/<key>_mean` for each `env.info_keys`
+key) are over the last `window` episodes (of those that reported the key).
 """
 from __future__ import annotations
 
@@ -46,6 +48,9 @@ class MetricsRecorder:
         if acc.returns:
             m["episode/return_mean"] = float(np.mean(list(acc.returns)[-self.window:]))
             m["episode/length_mean"] = float(np.mean(list(acc.lengths)[-self.window:]))
+        for key, values in acc.infos.items():
+            if values:
+                m[f"episode/{key}_mean"] = float(np.mean(list(values)[-self.window:]))
         for key, value in learner_stats.items():
             m[f"learner/{key}"] = value
         for key, value in env_stats.items():

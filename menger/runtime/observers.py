@@ -3,6 +3,8 @@
 The trainer calls each observer at these points of its loop (`Trainer.run`)::
 
     on_start(trainer)                       # actors started, the first parameters published
+    on_episode_end(trainer, episode)        # each episode that ended in a received unroll (`Episode`), before
+                                            # on_unroll of that unroll
     on_unroll(trainer, meta, verdict)       # every unroll tag, with the coordinator's verdict
     on_batch(trainer, batch)                # a batch about to be learned from (menger.core.Batch)
     on_update(trainer, stats)               # after the optimizer step and the publish of the new version
@@ -11,7 +13,19 @@ The trainer calls each observer at these points of its loop (`Trainer.run`)::
     on_stop(trainer, reason)                # the loop ended: target_return, env_frames, wall_clock, requested
 
 Subclass `Observer` and override what you need; the others do nothing. Hooks run in the trainer's thread, so
-keep them short (hand long work to a thread of your own, as the chip watcher does).
+keep them short (hand long work to a thread of your own, as the chip watcher does). For example, the successes
+of each actor's envs, from an env that reports `is_success` (with `env.info_keys: [is_success]`)::
+
+    class Successes(Observer):
+        def __init__(self):
+            self.by_env = collections.Counter()
+
+        def on_episode_end(self, trainer, episode):
+            if episode.info.get("is_success"):
+                self.by_env[episode.actor_id, episode.env_index] += 1
+
+    menger.api.train("cartpole-ppo", ["env.id=mypkg.envs:Reach", "env.info_keys=[is_success]"],
+                     observers=[Successes()])
 """
 from __future__ import annotations
 
@@ -19,6 +33,7 @@ import functools
 import logging
 import signal
 import threading
+from dataclasses import dataclass, field
 
 from menger.config import to_dict
 from menger.experiment import hyperparameters
@@ -27,8 +42,37 @@ from menger.logging import RunStart
 log = logging.getLogger("menger.trainer")
 
 
+@dataclass(frozen=True)
+class Episode:
+    """One episode that ended in an actor's env, as `Observer.on_episode_end` receives it.
+
+    `actor_id`, `incarnation` and `env_index` (the row of the actor's vector env) say where it ran;
+    `episode_return` and `length` are its undiscounted return and its steps; `info` holds the `env.info_keys` its
+    last info reported (numbers and bools as floats; a key it did not report is absent, and empty when no keys
+    are asked). Episodes a fault ended (an env rebuilt, a non-finite value dropped) are not episodes: they are
+    counted in `episode/faulty` only."""
+
+    actor_id: int
+    incarnation: int
+    env_index: int
+    episode_return: float
+    length: int
+    info: dict[str, float] = field(default_factory=dict)
+
+
+def episodes_of(meta) -> list[Episode]:
+    """The episodes that ended in an unroll (`menger.core.UnrollMeta`)."""
+    envs = meta.episode_envs or (-1,) * len(meta.episode_returns)  # -1: a tag that did not say (older actors)
+    infos = meta.episode_infos or ((),) * len(meta.episode_returns)
+    return [Episode(meta.actor_id, meta.incarnation, int(env), float(ret), int(length), dict(info))
+            for ret, length, env, info in zip(meta.episode_returns, meta.episode_lengths, envs, infos)]
+
+
 class Observer:
     def on_start(self, trainer) -> None:
+        pass
+
+    def on_episode_end(self, trainer, episode: Episode) -> None:
         pass
 
     def on_unroll(self, trainer, meta, verdict) -> None:

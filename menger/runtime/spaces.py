@@ -35,12 +35,16 @@ def check_fit(cfg) -> tuple[tuple, bool]:
     building its network once on them: an unknown env id, bad env kwargs, an algorithm that does not take a
     multi-agent env, or a network that does not build end here."""
     facts: dict = {}
-    spaces = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts)
+    spaces = probe_spaces(cfg.env, cfg.runtime.seed, *probe_deadline(cfg), facts)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
     if per_game > 1 and rows % per_game:
         raise ConfigError(f"runtime.envs_per_actor={rows} counts the rows of learned agents, and {cfg.env.id} has "
                           f"{per_game} of them per game (env.multiagent.learn): give a multiple of {per_game}, e.g. "
                           f"{max(1, rows // per_game) * per_game}")
+    if facts["multiagent"] and cfg.env.info_keys:
+        raise ConfigError(f"env.info_keys={list(cfg.env.info_keys)} reads the infos of single-agent envs, and "
+                          f"{cfg.env.id!r} is a multi-agent (PettingZoo) env whose games report their outcome to "
+                          "the league instead; unset env.info_keys")
     if facts["multiagent"] and not cfg.algorithm.multi_agent:
         raise ConfigError(f"algo {cfg.algo!r} with the multi-agent env {cfg.env.id!r}: its opponents and "
                           "unfinished agents are not given to the replay algorithms yet; train it with "
@@ -67,13 +71,25 @@ def _probe_key(env, seed: int) -> str:
     return repr((env.id, env.kwargs, env.preset, env.wrappers, env.multiagent, seed))
 
 
-def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None, hand_on: bool = False):
+def probe_deadline(cfg) -> tuple[float, str]:
+    """How long the spaces probe may take, and the setting that says so: the actors' start-up grace
+    (runtime.supervision.startup_grace_s), or the run's own wall clock (stop.wall_clock_s) where that is shorter,
+    so a run asked to last 20 s never waits 120 s for an env that does not build."""
+    grace_s, wall_clock_s = cfg.runtime.supervision.startup_grace_s, cfg.stop.wall_clock_s
+    if wall_clock_s is not None and wall_clock_s < grace_s:
+        return wall_clock_s, f"stop.wall_clock_s, shorter than runtime.supervision.startup_grace_s={grace_s:g}"
+    return grace_s, "runtime.supervision.startup_grace_s"
+
+
+def probe_spaces(env, seed: int, timeout_s: float, deadline_key: str = "runtime.supervision.startup_grace_s",
+                 facts: dict | None = None, hand_on: bool = False):
     """The env's observation and action spaces, from one env built and closed in a helper thread: an env whose
-    constructor hangs ends the run with an error after `timeout_s` (runtime.supervision.startup_grace_s),
-    instead of freezing it (a thread cannot be killed; it is left behind as a daemon). `hand_on`: keep what it
-    saw for the next probe of the same env, which takes it instead of building the env again."""
+    constructor hangs ends the run with an error after `timeout_s` (`probe_deadline`: the start-up grace, or the
+    run's wall clock where shorter; `deadline_key` names it in the message), instead of freezing it (a thread
+    cannot be killed; it is left behind as a daemon). `hand_on`: keep what it saw for the next probe of the same
+    env, which takes it instead of building the env again."""
     key = _probe_key(env, seed)
-    outcome = _HANDED.pop(key, None) or _probe(env, seed, timeout_s)
+    outcome = _HANDED.pop(key, None) or _probe(env, seed, timeout_s, deadline_key)
     if hand_on:
         _HANDED.clear()
         _HANDED[key] = outcome
@@ -83,7 +99,7 @@ def probe_spaces(env, seed: int, timeout_s: float, facts: dict | None = None, ha
     return outcome["spaces"]
 
 
-def _probe(env, seed: int, timeout_s: float) -> dict:
+def _probe(env, seed: int, timeout_s: float, deadline_key: str) -> dict:
     outcome: dict = {}
 
     def build():
@@ -108,8 +124,8 @@ def _probe(env, seed: int, timeout_s: float) -> dict:
         raise outcome["error"]
     if "spaces" not in outcome:
         raise EnvStartTimeout(f"building the env {env.id!r} (to read its spaces) did not finish within "
-                              f"{timeout_s:.0f} s (runtime.supervision.startup_grace_s); its constructor or reset "
-                              "hangs: check what it waits for (a file, a server, a licence), or raise the deadline")
+                              f"{timeout_s:g} s ({deadline_key}); its constructor or reset hangs: check what it "
+                              "waits for (a file, a server, a licence), or raise the deadline")
     return outcome
 
 
@@ -122,8 +138,7 @@ def fit_to_env(cfg):
     * `auto` in env.normalize becomes on for continuous control (Box actions; for observations, float Box ones)
       where the algorithm normalises with one learner, off elsewhere."""
     facts: dict = {}
-    obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, cfg.runtime.supervision.startup_grace_s, facts,
-                                           hand_on=True)
+    obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, *probe_deadline(cfg), facts, hand_on=True)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
     if per_game > 1 and rows % per_game:
         games = max(1, round(rows / per_game))

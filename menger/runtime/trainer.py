@@ -40,6 +40,7 @@ from menger.runtime.actors import make_actor
 from menger.runtime.evaluation import Evaluator, VideoRecorder
 from menger.runtime.league import LeagueHub, LeagueKeeper
 from menger.runtime.metrics import MetricsRecorder
+from menger.runtime.observers import Observer, episodes_of
 from menger.runtime.restore import check_same_inputs, restore, saved_config
 from menger.runtime.spaces import check_fit
 from menger.runtime.stopping import StopRules, TrainingFailed
@@ -248,6 +249,8 @@ class Trainer:
             meta = message[2]
             verdict = self.coordinator.accept(message[1], meta)
             self.accounts.record(meta, verdict)
+            if meta.episode_returns:  # episodes are facts whatever becomes of the unroll's frames
+                self._episodes_ended(meta)
             if self.league is not None:  # the games are over whatever becomes of the unroll
                 self.league.record(meta.match_results)
             if verdict.delivered:
@@ -258,6 +261,16 @@ class Trainer:
             log.debug("actor %d traceback:\n%s", actor_id, message[2])
         elif message[0] == "snapshot":
             self._snapshots[actor_id] = message[1]
+
+    def _episodes_ended(self, meta) -> None:
+        """`on_episode_end` of each episode of the unroll, to the observers that define it (most do not: no
+        `Episode` is made for them)."""
+        watchers = [o for o in self.observers
+                    if getattr(type(o), "on_episode_end", Observer.on_episode_end) is not Observer.on_episode_end]
+        if watchers:
+            for episode in episodes_of(meta):
+                for observer in watchers:
+                    observer.on_episode_end(self, episode)
 
     def _learn(self) -> bool:
         """One update by the learner's side (`self.steps`); False: nothing was applied, which only gradient rounds

@@ -124,6 +124,52 @@ def test_an_env_whose_constructor_hangs_ends_the_run_with_an_error_not_a_freeze(
         release.set()
 
 
+def test_a_hanging_env_constructor_is_bounded_by_the_runs_own_wall_clock(tmp_path):
+    """With the start-up grace at its default (120 s) and stop.wall_clock_s=3, a constructor that never returns
+    ends the run on the wall clock's deadline, with the same message naming the env and both settings; no run
+    directory is written. The run goes in a thread so a regression fails here instead of hanging the suite."""
+    import threading
+
+    import gymnasium
+
+    from menger.runtime.spaces import EnvStartTimeout
+
+    release = threading.Event()
+
+    class SlowToBuildEnv(gymnasium.Env):
+        def __init__(self):
+            release.wait(600)  # sleeps far past the wall clock, until the test lets it go
+            raise RuntimeError("released")
+
+    if "menger-tests/SlowToBuild-v0" not in gymnasium.registry:
+        gymnasium.register("menger-tests/SlowToBuild-v0", entry_point=SlowToBuildEnv)
+    config = load_experiment("cartpole-ppo", ["env.id=menger-tests/SlowToBuild-v0", "runtime.launcher=threads",
+                                              "stop.wall_clock_s=3", "log.tensorboard=false"])
+    assert config.runtime.supervision.startup_grace_s > 3  # the grace alone would wait longer
+    outcome: dict = {}
+
+    def train():
+        try:
+            api.run_experiment(config, tmp_path / "run")
+        except BaseException as exc:  # noqa: BLE001 - handed to the test below
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=train, daemon=True)
+    try:
+        runner.start()
+        runner.join(60)
+        assert not runner.is_alive(), "the run did not end: the probe waits out the start-up grace"
+        error = outcome.get("error")
+        print(f"constructor hangs, stop.wall_clock_s=3: {error!r}"[:240])
+        assert isinstance(error, EnvStartTimeout)
+        message = str(error)
+        assert "'menger-tests/SlowToBuild-v0'" in message and "within 3 s" in message
+        assert "stop.wall_clock_s" in message and "startup_grace_s=120" in message
+        assert not (tmp_path / "run").exists()
+    finally:
+        release.set()
+
+
 class BrokenNetwork:
     """A custom network whose constructor fails, as a user's may."""
 
