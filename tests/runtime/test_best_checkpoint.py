@@ -78,7 +78,7 @@ def test_export_and_a_missing_step_take_the_same_choice(run_dir, tmp_path):
 
 
 def test_keep_best_without_evaluations_is_refused():
-    with pytest.raises(ConfigError, match=r"checkpoint.keep_best=true .* does not evaluate .*eval.interval_s=5"):
+    with pytest.raises(ConfigError, match=r"^checkpoint.keep_best=true keeps .* does not evaluate .*eval.interval_s=5"):
         load_experiment("cartpole-ppo", ["checkpoint.keep_best=true"])
 
 
