@@ -31,6 +31,7 @@ complete checkpoint. A checkpoint is named by its step (the learner's update cou
 
 from __future__ import annotations
 
+import builtins
 import errno
 import hashlib
 import json
@@ -232,7 +233,7 @@ class CheckpointManager:
         """Move every checkpoint newer than ``step`` (and ``BEST.json`` when it names one of them) into a new
         folder ``rewound-<time>/`` beside them, where nothing prunes or loads them: a run that goes on from
         ``step`` saves its own steps after it, and nothing the user had is deleted. The folder, or None."""
-        newer = [path for path in self._checkpoint_directories() if int(_NAME.fullmatch(path.name).group(1)) > step]
+        newer = [path for path in self._checkpoint_directories() if _step_of(path) > step]
         best = self._best_step()
         if not newer:
             return None
@@ -250,7 +251,7 @@ class CheckpointManager:
         new one is in place."""
         best = self._best_step()
         for path in self._checkpoint_directories()[: -self.keep_last]:
-            if int(_NAME.fullmatch(path.name).group(1)) == best or _manifest_says_pinned(path):
+            if _step_of(path) == best or _manifest_says_pinned(path):
                 continue
             try:
                 self._discard(path)
@@ -278,21 +279,22 @@ class CheckpointManager:
 
     # -- reading ---------------------------------------------------------------------------------------------
 
-    def list(self) -> list[Path]:
+    def list(self) -> builtins.list[Path]:
         """Checkpoints that were moved into place with a manifest, oldest first (contents not yet verified)."""
         return [path for path in self._checkpoint_directories() if (path / MANIFEST_FILE).is_file()]
 
-    def entries(self) -> list[CheckpointEntry]:
+    def entries(self) -> builtins.list[CheckpointEntry]:
         """The checkpoints in place, oldest first, with what their MANIFESTs say (contents not yet verified)."""
-        best, out = self._best_step(), []
+        best = self._best_step()
+        out: builtins.list[CheckpointEntry] = []
         for path in self.list():
             try:
                 manifest = json.loads((path / MANIFEST_FILE).read_bytes())
             except (OSError, ValueError):
                 manifest = {}
             manifest = manifest if isinstance(manifest, dict) else {}
-            step = int(_NAME.fullmatch(path.name).group(1))
-            summary = manifest.get("summary") if isinstance(manifest.get("summary"), dict) else {}
+            step = _step_of(path)
+            summary = manifest["summary"] if isinstance(manifest.get("summary"), dict) else {}
             out.append(CheckpointEntry(step, path, summary, manifest.get("pinned") is True, step == best))
         return out
 
@@ -346,7 +348,7 @@ class CheckpointManager:
         raises CheckpointError rather than let training silently start from scratch.
         """
         candidates = self._checkpoint_directories()
-        damaged: list[tuple[Path, str]] = []
+        damaged: builtins.list[tuple[Path, str]] = []
         for path in reversed(candidates):
             try:
                 checkpoint = _read_verified(path)
@@ -365,7 +367,7 @@ class CheckpointManager:
             + ". Restore a backup, or move the directory away to deliberately start a new run."
         )
 
-    def _checkpoint_directories(self) -> list[Path]:
+    def _checkpoint_directories(self) -> builtins.list[Path]:
         found = [path for path in self.directory.iterdir() if _NAME.fullmatch(path.name) and path.is_dir()]
         return sorted(found, key=lambda path: path.name)
 
@@ -391,6 +393,11 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:  # alive, another user's
         return True
     return True
+
+
+def _step_of(path: Path) -> int:
+    """The step of a checkpoint directory that `_NAME` matched (`ckpt-000000001331` -> 1331)."""
+    return int(path.name[len(_PREFIX):])
 
 
 def _directory_name(step: int) -> str:
