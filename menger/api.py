@@ -64,7 +64,8 @@ def _loggers(config: ExperimentConfig, run_dir: Path, remote: Sequence[Any] = ()
 
 
 def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = False, progress: bool = False,
-                   observers: Sequence[Observer] = (), log_lines: bool = False) -> TrainResult:
+                   observers: Sequence[Observer] = (), log_lines: bool = False,
+                   checkpoint: str | int = "latest") -> TrainResult:
     """Train `config` into `run_dir` (or continue it: `resume`); `observers` get the trainer's hooks
     (`menger.runtime.Observer`). `progress`: the live display; `log_lines`: one plain line per log interval.
 
@@ -72,7 +73,8 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     that fails after it started leaves its `config.yaml` and `error.txt` (what failed and every traceback,
     `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
     learners (`league.mode: league`) trains one learner per player (`menger.launch.league`). Each start (and
-    resume) records what it runs on in `RUN_DIR/system.json` (`menger.runtime.system`)."""
+    resume) records what it runs on in `RUN_DIR/system.json` (`menger.runtime.system`). `checkpoint`: what a
+    resume goes on from, latest, best or a step (`resume`)."""
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
     config = fit_to_env(config)  # a multi-agent env's rows in whole games, env.normalize's auto decided
     observers = list(observers)
@@ -82,11 +84,14 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     if elastic is not None:
         observers.append(elastic[1])
     if config.league.mode == "league":
+        if checkpoint != "latest":
+            raise ValueError(f"--checkpoint {checkpoint}: a league of several learners resumes each learner from its "
+                             "newest checkpoint, together; resume it without --checkpoint")
         return _run_league(config, run_dir, resume=resume, progress=progress, observers=observers,
                            log_lines=log_lines)
     # the Trainer refuses coordination that can never fill a batch, before any file
     trainer = Trainer(config, run_dir, launcher=make_launcher(config.runtime), resume=resume, observers=observers,
-                      active_actors=elastic[0] if elastic else None)
+                      active_actors=elastic[0] if elastic else None, resume_from=checkpoint)
     trainer.preflight()  # the env and the network build, before any file
     remote = _remote_loggers(config)  # a logger's missing package (wandb), before any file
     try:
@@ -312,8 +317,11 @@ def load_run_config(run_dir: str | Path, allow_import: Sequence[str] = (), *, en
 
 def resume(run_dir: str | Path, overrides: Sequence[str] = (), progress: bool = False,
            observers: Sequence[Observer] = (), allow_import: Sequence[str] = (), log_lines: bool = False, *,
-           env: EnvSource | None = None, network: NetworkSource | None = None) -> TrainResult:
-    """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one).
+           env: EnvSource | None = None, network: NetworkSource | None = None,
+           checkpoint: str | int = "latest") -> TrainResult:
+    """Continue a run from its newest valid checkpoint (falling back, loudly, past a corrupt one), or from
+    `checkpoint`: "best" (`checkpoint.keep_best`) or a step (the learner's update count, `ckpt-STEP`). Going on
+    from an older checkpoint moves the newer ones to `checkpoints/rewound-<time>/` (kept, never deleted).
 
     `allow_import`: modules outside Menger the run's config may import (its env, its network). `env`,
     `network`: the objects a run trained with `train(env=..., network=...)` needs again (`load_run_config`)."""
@@ -331,8 +339,10 @@ def resume(run_dir: str | Path, overrides: Sequence[str] = (), progress: bool = 
         why = f"; it failed before its first one, and {error_file} says why" if error_file.exists() else ""
         raise RuntimeError(f"nothing to resume in {run_dir}: it has no checkpoint{why}; start it again with "
                            "menger train")
+    if checkpoint != "latest":  # a choice that is not there is refused before the run directory changes
+        CheckpointManager(Path(run_dir) / "checkpoints").find(checkpoint)
     return run_experiment(cfg, Path(run_dir), resume=True, progress=progress, observers=observers,
-                          log_lines=log_lines)
+                          log_lines=log_lines, checkpoint=checkpoint)
 
 
 Observations = Union[npt.ArrayLike, Mapping[str, npt.ArrayLike]]
@@ -343,11 +353,13 @@ a Dict observation space."""
 class Policy:
     """A trained policy for evaluation or deployment: `act(obs_batch) -> actions` (numpy in, numpy out)."""
 
-    def __init__(self, network: Any, config: ExperimentConfig):
+    def __init__(self, network: Any, config: ExperimentConfig, checkpoint: dict[str, Any] | None = None):
         """`network`: what `menger.models.build_policy` built for the run's algorithm (each has `act`,
-        `initial_state`, `lstm_size`, `codec`, `obs_space`; their classes differ by algorithm)."""
+        `initial_state`, `lstm_size`, `codec`, `obs_space`; their classes differ by algorithm). `checkpoint`: where
+        the parameters came from (its step and path, and for the best the evaluation that made it the best)."""
         self.network: Any = network.eval()
         self.config = config
+        self.checkpoint: dict[str, Any] = checkpoint or {}
         self.state: torch.Tensor | None = None
         self.generator: torch.Generator | None = None  # sampled actions' randomness (None: torch's global one)
 
@@ -392,24 +404,33 @@ class Policy:
 
 
 def load_policy(run_dir: str | Path, allow_import: Sequence[str] = (), *, env: EnvSource | None = None,
-                network: NetworkSource | None = None) -> Policy:
-    """The run's newest valid policy; `allow_import`: modules outside Menger its config may import; `env`,
-    `network`: the objects a run trained with `train(env=..., network=...)` needs again (`load_run_config`)."""
+                network: NetworkSource | None = None, checkpoint: str | int = "latest") -> Policy:
+    """The run's policy from its newest valid checkpoint, or from `checkpoint`: "best" (the one with the best
+    deterministic evaluation, `checkpoint.keep_best`) or a step (the learner's update count, `ckpt-STEP`); one that
+    is not there is refused listing those that are; `Policy.checkpoint` says which it was. `allow_import`: modules
+    outside Menger its config may import; `env`, `network`: the objects a run trained with
+    `train(env=..., network=...)` needs again (`load_run_config`)."""
     from menger.envs import make_vec_env
     from menger.models import build_policy
 
     cfg = load_run_config(run_dir, allow_import, env=env, network=network)
-    checkpoint = CheckpointManager(Path(run_dir) / "checkpoints").load_latest()
-    if checkpoint is None:
-        raise FileNotFoundError(f"{run_dir} has no checkpoint yet; train longer or wait for the first checkpoint")
+    manager = CheckpointManager(Path(run_dir) / "checkpoints")
+    if checkpoint == "latest":
+        chosen = manager.load_latest()
+        if chosen is None:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint yet; train longer or wait for the first checkpoint")
+    else:
+        chosen = manager.load(checkpoint)
     probe = make_vec_env(cfg.env.id, 1, seed=0, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
                          wrappers=cfg.env.wrappers, multiagent=cfg.env.multiagent)
     network = build_policy(probe.single_observation_space, probe.single_action_space, cfg.model, cfg.algo,
                            cfg.env.normalize)
     probe.close()
-    state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
+    state = unflatten_state(chosen.tensors, chosen.metadata)
     network.load_state_dict(state["learner"]["model"])
-    return Policy(network, cfg)
+    best = manager.best() if checkpoint == "best" else None  # BEST.json records it too (a step saved before)
+    return Policy(network, cfg, {"step": chosen.step, "path": str(chosen.path),
+                                 "evaluation": chosen.metadata.get("evaluation") or best})
 
 
 class RunPlayer:

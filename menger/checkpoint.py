@@ -12,17 +12,26 @@ complete or absent. Loading checks the manifest and falls back to the previous c
 is damaged. The learner's loop::
 
     manager = CheckpointManager(run_dir / "checkpoints", keep_last=3)
-    if (checkpoint := manager.load_latest()) is not None:
+    if (checkpoint := manager.load_latest()) is not None:      # or manager.load("best"), manager.load(step)
         state = unflatten_state(checkpoint.tensors, checkpoint.metadata["state"])
         ...restore model, optimizer, RNGs and counters from state...
     while training:
         ...
         tensors, structure = flatten_state(state)
-        manager.save(step, tensors, {"state": structure})
+        manager.save(step, tensors, {"state": structure}, summary={"frames": n}, pinned=every_n_frames_passed)
+        if evaluation_beat_the_best:
+            manager.mark_best(step, {"return_mean": r})         # BEST.json names it; the old best may go
+
+Besides the newest ``keep_last``, two kinds of checkpoint are never pruned: a ``pinned`` one (the MANIFEST says
+so; `checkpoint.keep_every_frames`) and the one ``BEST.json`` names. ``BEST.json`` is replaced atomically after
+the checkpoint it names is in place, and the old best is pruned only after that, so after a crash it names a
+complete checkpoint. A checkpoint is named by its step (the learner's update count); the MANIFEST's ``summary``
+(e.g. the env frames) lets a listing say more without reading the tensors.
 """
 
 from __future__ import annotations
 
+import builtins
 import errno
 import hashlib
 import json
@@ -30,6 +39,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -44,7 +54,9 @@ __all__ = [
     "Checkpoint",
     "CheckpointError",
     "CheckpointFallbackWarning",
+    "CheckpointEntry",
     "CheckpointManager",
+    "CheckpointNotFound",
     "flatten_state",
     "unflatten_state",
 ]
@@ -53,6 +65,7 @@ FORMAT_VERSION = 1
 TENSORS_FILE = "tensors.safetensors"
 META_FILE = "meta.json"
 MANIFEST_FILE = "MANIFEST.json"
+BEST_FILE = "BEST.json"
 _PREFIX = "ckpt-"
 _TEMP_PREFIX = ".tmp-"
 _NAME = re.compile(r"ckpt-(\d{12})")
@@ -63,6 +76,10 @@ logger = logging.getLogger("menger.checkpoint")
 
 class CheckpointError(RuntimeError):
     """A checkpoint could not be written, or none of the existing ones can be read."""
+
+
+class CheckpointNotFound(CheckpointError, LookupError):
+    """The checkpoint asked for (best, a step) is not in the directory; the message lists those that are."""
 
 
 class CheckpointFallbackWarning(UserWarning):
@@ -79,8 +96,27 @@ class Checkpoint:
     metadata: dict
 
 
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One checkpoint in a listing, from its MANIFEST alone (contents not verified)."""
+
+    step: int
+    path: Path
+    summary: dict
+    pinned: bool
+    best: bool
+
+    def describe(self) -> str:
+        """`step 120 (38400 frames, best: eval return 500)`: what a user picks from."""
+        notes = [f"{self.summary['frames']} frames"] if isinstance(self.summary.get("frames"), int) else []
+        if self.pinned:
+            notes.append("kept")
+        return f"step {self.step}" + (f" ({', '.join(notes)})" if notes else "") + (" = best" if self.best else "")
+
+
 class CheckpointManager:
-    """Saves numbered checkpoints into one directory, keeps the newest ``keep_last``, loads the newest valid one.
+    """Saves numbered checkpoints into one directory, keeps the newest ``keep_last`` (and the pinned ones and the
+    best), loads the newest valid one, the best or a given step.
 
     One process writes to a directory at a time (the learner); any process may read.
     """
@@ -94,11 +130,15 @@ class CheckpointManager:
 
     # -- writing ---------------------------------------------------------------------------------------------
 
-    def save(self, step: int, tensors: dict[str, torch.Tensor], metadata: dict) -> Path:
-        """Write checkpoint ``step`` atomically and return its path; older ones beyond ``keep_last`` are removed."""
+    def save(self, step: int, tensors: dict[str, torch.Tensor], metadata: dict, *, summary: dict | None = None,
+             pinned: bool = False) -> Path:
+        """Write checkpoint ``step`` atomically and return its path; older ones beyond ``keep_last`` are removed,
+        but for the pinned ones and the best. `summary`: a little JSON data kept in the MANIFEST for listings
+        (e.g. ``{"frames": n}``); `pinned`: never pruned."""
         _check_step(step)
         tensor_bytes = _serialize_tensors(tensors)
         meta_bytes = _serialize_metadata(metadata)
+        extra = {"summary": _json_data(summary or {}, "summary"), "pinned": bool(pinned)}
         self._remove_stray_temporaries()
         final = self.directory / _directory_name(step)
         self._clear_way_for(final, step)
@@ -111,7 +151,7 @@ class CheckpointManager:
             stage = f"writing {META_FILE}"
             _write_durably(temporary / META_FILE, meta_bytes)
             stage = f"writing {MANIFEST_FILE}"
-            manifest = _manifest(step, {TENSORS_FILE: tensor_bytes, META_FILE: meta_bytes})
+            manifest = _manifest(step, {TENSORS_FILE: tensor_bytes, META_FILE: meta_bytes}, extra)
             _write_durably(temporary / MANIFEST_FILE, manifest)
             stage = "syncing the temporary directory"
             _fsync_directory(temporary)
@@ -141,14 +181,78 @@ class CheckpointManager:
             _read_verified(final)
         except CheckpointError as damage:
             _warn_loudly(f"removing damaged checkpoint {final} ({damage}) to save the same step again")
+            if self._best_step() == step:  # BEST.json must never name a checkpoint that was not evaluated
+                _warn_loudly(f"{self.directory / BEST_FILE} named that damaged checkpoint; the run keeps a new best "
+                             f"from its next evaluation")
+                (self.directory / BEST_FILE).unlink(missing_ok=True)
             self._discard(final)
             return
         raise CheckpointError(f"a valid checkpoint for step {step} already exists at {final}; steps must increase "
                               f"between saves (delete that directory to overwrite it)")
 
+    def mark_best(self, step: int, record: dict) -> None:
+        """Name checkpoint ``step`` the best in ``BEST.json`` (``{"step": step, **record}``, replaced atomically),
+        then prune the old best if nothing else keeps it."""
+        path = self.directory / _directory_name(step)
+        if not (path / MANIFEST_FILE).is_file():
+            raise CheckpointError(f"cannot name step {step} the best: {path} is not a saved checkpoint; save it first")
+        data = json.dumps({"step": step, **_json_data(record, "the best's record")}, indent=1).encode("utf-8")
+        temporary = self.directory / f"{_TEMP_PREFIX}best-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            _write_durably(temporary, data)
+            os.replace(temporary, self.directory / BEST_FILE)
+            _fsync_directory(self.directory)
+        except OSError as error:
+            temporary.unlink(missing_ok=True)
+            raise CheckpointError(f"naming checkpoint step {step} the best in {self.directory} failed: "
+                                  f"{_os_reason(error)}; {BEST_FILE} still names the previous best") from error
+        self._prune()
+
+    def best(self) -> dict | None:
+        """What ``BEST.json`` records (its ``step``, and e.g. the evaluation's return); None when there is none."""
+        path = self.directory / BEST_FILE
+        try:
+            record = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"{path} is unreadable ({error}); delete it to keep a new best from the next "
+                                  f"evaluation, or load --checkpoint latest or a step") from error
+        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+            raise CheckpointError(f"{path} names no step; delete it to keep a new best from the next evaluation")
+        return record
+
+    def _best_step(self) -> int | None:
+        try:
+            record = self.best()
+        except CheckpointError:
+            return None
+        return None if record is None else record["step"]
+
+    def set_aside_after(self, step: int) -> Path | None:
+        """Move every checkpoint newer than ``step`` (and ``BEST.json`` when it names one of them) into a new
+        folder ``rewound-<time>/`` beside them, where nothing prunes or loads them: a run that goes on from
+        ``step`` saves its own steps after it, and nothing the user had is deleted. The folder, or None."""
+        newer = [path for path in self._checkpoint_directories() if _step_of(path) > step]
+        best = self._best_step()
+        if not newer:
+            return None
+        folder = self.directory / f"rewound-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
+        folder.mkdir()
+        for path in newer:
+            os.rename(path, folder / path.name)
+        if best is not None and best > step:
+            os.rename(self.directory / BEST_FILE, folder / BEST_FILE)
+        _fsync_directory(self.directory)
+        return folder
+
     def _prune(self) -> None:
-        """Delete the oldest checkpoints beyond keep_last; called only once the new one is in place."""
+        """Delete the oldest checkpoints beyond keep_last, but the pinned ones and the best; called only once the
+        new one is in place."""
+        best = self._best_step()
         for path in self._checkpoint_directories()[: -self.keep_last]:
+            if _step_of(path) == best or _manifest_says_pinned(path):
+                continue
             try:
                 self._discard(path)
             except OSError as error:  # the new checkpoint is safe; an old one lingering is only a waste of space
@@ -168,13 +272,74 @@ class CheckpointManager:
             if owner is not None and owner != os.getpid() and _process_alive(owner):
                 continue
             logger.info("removing %s, left by an interrupted save", path)
-            shutil.rmtree(path, ignore_errors=True)
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     # -- reading ---------------------------------------------------------------------------------------------
 
-    def list(self) -> list[Path]:
+    def list(self) -> builtins.list[Path]:
         """Checkpoints that were moved into place with a manifest, oldest first (contents not yet verified)."""
         return [path for path in self._checkpoint_directories() if (path / MANIFEST_FILE).is_file()]
+
+    def entries(self) -> builtins.list[CheckpointEntry]:
+        """The checkpoints in place, oldest first, with what their MANIFESTs say (contents not yet verified)."""
+        best = self._best_step()
+        out: builtins.list[CheckpointEntry] = []
+        for path in self.list():
+            try:
+                manifest = json.loads((path / MANIFEST_FILE).read_bytes())
+            except (OSError, ValueError):
+                manifest = {}
+            manifest = manifest if isinstance(manifest, dict) else {}
+            step = _step_of(path)
+            summary = manifest["summary"] if isinstance(manifest.get("summary"), dict) else {}
+            out.append(CheckpointEntry(step, path, summary, manifest.get("pinned") is True, step == best))
+        return out
+
+    def available(self) -> str:
+        """The checkpoints one may ask for, as a user reads them (for error messages)."""
+        entries = self.entries()
+        if not entries:
+            return f"{self.directory} holds no checkpoint"
+        return "; ".join(entry.describe() for entry in entries)
+
+    def load(self, which: str | int = "latest") -> Checkpoint:
+        """``"latest"`` (the newest that verifies, falling back loudly past damaged ones), ``"best"`` (the one
+        ``BEST.json`` names) or a step (an int, or its digits): that checkpoint, verified. CheckpointNotFound
+        (listing what there is) when it is not there; CheckpointError when it is damaged (no silent fallback to
+        another than the one asked for)."""
+        if which == "latest":
+            checkpoint = self.load_latest()
+            if checkpoint is None:
+                raise CheckpointNotFound(f"{self.directory} holds no checkpoint yet; train longer or wait for the "
+                                         f"first checkpoint")
+            return checkpoint
+        path, what = self.find(which)
+        try:
+            return _read_verified(path)
+        except CheckpointError as error:
+            raise CheckpointError(f"{what} at {path} is unusable ({error}); choose another: "
+                                  f"{self.available()}") from error
+
+    def find(self, which: str | int) -> tuple[Path, str]:
+        """Where ``"best"`` or a step is, and how to name it, without reading it: CheckpointNotFound (listing
+        what there is) when it is not there. Checks a choice before anything else happens (a resume)."""
+        if which == "best":
+            record = self.best()
+            if record is None:
+                raise CheckpointNotFound(
+                    f"{self.directory} has no best checkpoint: the run was trained without checkpoint.keep_best=true, "
+                    f"or no evaluation has finished yet; choose latest or a step: {self.available()}")
+            step, what = record["step"], f"the best checkpoint (step {record['step']}, named by {BEST_FILE})"
+        else:
+            step = parse_step(which)
+            what = f"checkpoint step {step}"
+        path = self.directory / _directory_name(step)
+        if not (path / MANIFEST_FILE).is_file():
+            raise CheckpointNotFound(f"{what} is not in {self.directory}; there: {self.available()}")
+        return path, what
 
     def load_latest(self) -> Checkpoint | None:
         """The newest checkpoint that verifies; None only when the directory holds no checkpoint at all.
@@ -183,7 +348,7 @@ class CheckpointManager:
         raises CheckpointError rather than let training silently start from scratch.
         """
         candidates = self._checkpoint_directories()
-        damaged: list[tuple[Path, str]] = []
+        damaged: builtins.list[tuple[Path, str]] = []
         for path in reversed(candidates):
             try:
                 checkpoint = _read_verified(path)
@@ -202,7 +367,7 @@ class CheckpointManager:
             + ". Restore a backup, or move the directory away to deliberately start a new run."
         )
 
-    def _checkpoint_directories(self) -> list[Path]:
+    def _checkpoint_directories(self) -> builtins.list[Path]:
         found = [path for path in self.directory.iterdir() if _NAME.fullmatch(path.name) and path.is_dir()]
         return sorted(found, key=lambda path: path.name)
 
@@ -211,7 +376,7 @@ class CheckpointManager:
 # Files on disk
 
 
-_TEMPORARY = re.compile(re.escape(_TEMP_PREFIX) + r"(?:delete-)?ckpt-\d{12}-(\d+)-[0-9a-f]{8}")
+_TEMPORARY = re.compile(re.escape(_TEMP_PREFIX) + r"(?:(?:delete-)?ckpt-\d{12}|best)-(\d+)-[0-9a-f]{8}")
 
 
 def _temporary_owner(name: str) -> int | None:
@@ -230,8 +395,25 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def _step_of(path: Path) -> int:
+    """The step of a checkpoint directory that `_NAME` matched (`ckpt-000000001331` -> 1331)."""
+    return int(path.name[len(_PREFIX):])
+
+
 def _directory_name(step: int) -> str:
     return f"{_PREFIX}{step:012d}"
+
+
+def parse_step(which: str | int) -> int:
+    """A checkpoint's step from `--checkpoint STEP` (digits) or an int; ValueError says what may be given."""
+    if isinstance(which, int) and not isinstance(which, bool):
+        _check_step(which)
+        return which
+    text = str(which).strip()
+    if text.isdigit():
+        return parse_step(int(text))
+    raise ValueError(f"--checkpoint {which!r}: give latest, best, or a checkpoint's step (the learner's update count, "
+                     f"the number in checkpoints/ckpt-STEP)")
 
 
 def _check_step(step: int) -> None:
@@ -267,9 +449,28 @@ def _serialize_metadata(metadata: dict) -> bytes:
                         f"{error}; put tensors and arrays through flatten_state") from error
 
 
-def _manifest(step: int, contents: dict[str, bytes]) -> bytes:
+def _json_data(value: dict, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} must be a dict, got {type(value).__name__}")
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{what} must be JSON data (dicts, lists, str, numbers, bools, None): {error}") from error
+    return value
+
+
+def _manifest(step: int, contents: dict[str, bytes], extra: dict | None = None) -> bytes:
     files = {name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in contents.items()}
-    return json.dumps({"format_version": FORMAT_VERSION, "step": step, "files": files}, indent=1).encode("utf-8")
+    return json.dumps({"format_version": FORMAT_VERSION, "step": step, "files": files, **(extra or {})},
+                      indent=1).encode("utf-8")
+
+
+def _manifest_says_pinned(path: Path) -> bool:
+    try:
+        manifest = json.loads((path / MANIFEST_FILE).read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("pinned") is True
 
 
 def _write_durably(path: Path, data: bytes) -> None:

@@ -67,8 +67,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="train in a child process and, if it dies (killed by a signal: SIGKILL, the OOM killer, "
                        "a segfault), resume it from its newest checkpoint, up to RESTARTS times (default 3)")
 
-    res = sub.add_parser("resume", help="continue a run from its newest valid checkpoint")
+    res = sub.add_parser("resume", help="continue a run from its newest valid checkpoint (or --checkpoint)")
     res.add_argument("run_dir")
+    _checkpoint_option(res, "go on from; a checkpoint older than the newest rewinds the run to it (the newer ones "
+                       "move to RUN_DIR/checkpoints/rewound-TIME/, kept)")
     res.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="e.g. --set stop.env_frames=2000000 to train further")
     res.add_argument("--no-progress", action="store_true", help="plain log lines instead of the live display")
@@ -106,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run a trained policy")
     ev.add_argument("run_dir")
-    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--episodes", type=int, help="episodes to play, one after another (default 10)")
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--video", action="store_true", help="also play one episode on an env that renders and write "
                     "its rgb_array frames as RUN_DIR/eval.mp4 (the env's own picture at its own resolution; Atari: the "
@@ -114,7 +116,12 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--video-format", choices=("mp4", "gif"), help="the video's format (default: the --video-out "
                     "suffix, else mp4)")
     ev.add_argument("--video-out", metavar="PATH", help="where to write the video (default RUN_DIR/eval.FORMAT)")
-    ev.add_argument("--seed", type=int, default=12345)
+    ev.add_argument("--seed", type=int, help="seed of the env (default 12345)")
+    _checkpoint_option(ev, "play")
+    ev.add_argument("--like-training", action="store_true", help="play the run's own evaluation episodes instead: "
+                    "eval.episodes envs side by side from eval.seed, deterministic actions, as the evaluator did "
+                    "during training; the mean return is then the eval/return_mean recorded for the same parameters "
+                    "(with --checkpoint best: the best one)")
     ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
@@ -147,6 +154,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--format", default="torchscript", help="torchscript (runs with torch) or onnx (runs with "
                     "onnxruntime; needs pip install \"menger-rl[export]\")")
     ex.add_argument("--out", help="where to write it (default RUN_DIR/policy.pt, RUN_DIR/policy.onnx)")
+    _checkpoint_option(ex, "export")
     ex.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
@@ -198,6 +206,23 @@ def _parser() -> argparse.ArgumentParser:
     for name, (_, _, help_text) in APP_COMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
+
+
+def _checkpoint_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--checkpoint", type=_checkpoint_choice, default="latest", metavar="latest|best|STEP",
+                        help=f"which checkpoint to {what}: latest (the newest, the default), best (the best "
+                        "deterministic evaluation, kept with checkpoint.keep_best=true) or STEP, a checkpoint's step: "
+                        "the learner's update count, the number in RUN_DIR/checkpoints/ckpt-STEP (one that is not "
+                        "there is refused with the list of those that are)")
+
+
+def _checkpoint_choice(text: str) -> str | int:
+    if text in ("latest", "best"):
+        return text
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"{text!r}: give latest, best, or a checkpoint's step (the learner's update "
+                                     "count, the number in RUN_DIR/checkpoints/ckpt-STEP)")
 
 
 def _count_or_auto(text: str) -> int | str:
@@ -362,7 +387,7 @@ def cmd_resume(args) -> int:
     try:
         live = not args.no_progress and sys.stdout.isatty()
         result = api.resume(args.run_dir, args.overrides, progress=live, log_lines=not live, observers=[stopper],
-                            allow_import=args.allow_import)
+                            allow_import=args.allow_import, checkpoint=args.checkpoint)
     finally:
         stopper.restore()
     return _finish(result, api.load_run_config(args.run_dir, args.allow_import), stopper)
@@ -372,15 +397,30 @@ def cmd_eval(args) -> int:
     from menger.commands.evaluate import evaluate_run
 
     video = args.video or args.video_out is not None or args.video_format is not None
-    report = evaluate_run(args.run_dir, episodes=args.episodes, deterministic=not args.stochastic, video=video,
-                          video_path=args.video_out, video_format=args.video_format, seed=args.seed,
-                          allow_import=args.allow_import)
+    if args.like_training and (args.episodes is not None or args.seed is not None or args.stochastic):
+        raise SystemExit("menger eval --like-training plays the run's own evaluation (its eval.episodes, eval.seed, "
+                         "deterministic actions); leave out --episodes, --seed and --stochastic")
+    report = evaluate_run(args.run_dir, episodes=args.episodes or 10, deterministic=not args.stochastic, video=video,
+                          video_path=args.video_out, video_format=args.video_format,
+                          seed=12345 if args.seed is None else args.seed, allow_import=args.allow_import,
+                          checkpoint=args.checkpoint, like_training=args.like_training)
+    print(_describe_checkpoint(args.checkpoint, report["checkpoint"]))
     print(f"episodes: {report['episodes']}  mean return: {report['return_mean']:.2f} "
           f"(std {report['return_std']:.2f}, min {report['return_min']:.2f}, max {report['return_max']:.2f})  "
           f"mean length: {report['length_mean']:.1f}")
     if report.get("video"):
         print(f"video: {report['video_record'].describe()}")
     return 0
+
+
+def _describe_checkpoint(choice, checkpoint: dict) -> str:
+    """`checkpoint: best = step 1200 (ckpt-000000001200); recorded during training: eval/return_mean 500.00 ...`"""
+    line = f"checkpoint: {choice} = step {checkpoint['step']} ({Path(checkpoint['path']).name})"
+    evaluation = checkpoint.get("evaluation")
+    if evaluation:
+        line += (f"; recorded during training: eval/return_mean {evaluation['return_mean']:.2f} over "
+                 f"{evaluation['episodes']} episodes at {evaluation['frames']} frames (--like-training replays them)")
+    return line
 
 
 def cmd_match(args) -> int:
@@ -409,7 +449,8 @@ def cmd_match(args) -> int:
 def cmd_export(args) -> int:
     from menger.commands.export import export_policy
 
-    path = export_policy(args.run_dir, args.out, args.format, allow_import=args.allow_import)
+    path = export_policy(args.run_dir, args.out, args.format, allow_import=args.allow_import,
+                         checkpoint=args.checkpoint)
     how = "onnxruntime.InferenceSession(path).run(None, {'obs': obs})" if args.format == "onnx" else \
         "torch.jit.load it and call it on a batch of observations"
     print(f"wrote {path}: {how} (see menger/commands/export.py)")

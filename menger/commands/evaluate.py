@@ -4,6 +4,12 @@ The video shows the env's own `render()` frames (rgb_array) at the env's resolut
 the full 210x160 colour Atari screen rather than the agent's 84x84 grey view (`menger.envs.render`). It is an
 MP4 (or a GIF) of an episode of its own, played from the same `seed`; its return is reported beside it. An env
 that cannot render stops the command before anything is played (`RenderError`).
+
+`checkpoint` picks the parameters: the newest (latest), the best by the run's own evaluation (best, with
+`checkpoint.keep_best`) or a step. `like_training` plays the episodes the run's evaluator played during training
+(`eval.episodes` envs side by side, one episode each, seeded from `eval.seed`, the deterministic action, at most
+`eval.max_steps` steps): the mean return is then the `eval/return_mean` the run recorded for the same parameters,
+e.g. the best checkpoint's.
 """
 from __future__ import annotations
 
@@ -14,23 +20,33 @@ import numpy as np
 
 def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool = True, video: bool = False,
                  video_path: str | Path | None = None, video_format: str | None = None, seed: int = 12345,
-                 max_steps: int = 100_000, allow_import=()) -> dict:
+                 max_steps: int = 100_000, allow_import=(), checkpoint: str | int = "latest",
+                 like_training: bool = False) -> dict:
+    """Play the run's policy (`checkpoint`: latest, best or a step) for `episodes` episodes from `seed`, one after
+    another on one env, or (`like_training`) the run's own evaluation episodes; the report says which checkpoint
+    played (`checkpoint`: its step, path and, for the best, the evaluation recorded during training)."""
     from menger.api import load_policy
     from menger.envs import make_vec_env
     from menger.envs.render import make_render_env
-    from menger.runtime.evaluation import record_video
+    from menger.runtime.evaluation import make_eval_envs, record_video
 
-    policy = load_policy(run_dir, allow_import)
+    if like_training and not deterministic:
+        raise ValueError("--like-training plays the run's deterministic evaluation; leave out --stochastic")
+    policy = load_policy(run_dir, allow_import, checkpoint=checkpoint)
     cfg = policy.config
     render_env = None
     if video:  # first: an env that cannot render says so before any episode is played
         render_env = make_render_env(cfg.env.id, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
                                      wrappers=cfg.env.wrappers, instead="run menger eval without --video")
     try:
-        report = _play(policy, make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs),
-                                            preset=cfg.env.preset, wrappers=cfg.env.wrappers,
-                                            multiagent=cfg.env.multiagent),
-                       episodes, deterministic, seed, max_steps)
+        if like_training:
+            report = _play_like_training(policy, make_eval_envs(cfg))
+        else:
+            report = _play(policy, make_vec_env(cfg.env.id, 1, seed=seed, kwargs=dict(cfg.env.kwargs),
+                                                preset=cfg.env.preset, wrappers=cfg.env.wrappers,
+                                                multiagent=cfg.env.multiagent),
+                           episodes, deterministic, seed, max_steps)
+        report["checkpoint"] = policy.checkpoint
         if render_env is not None:
             video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"
             path = Path(video_path) if video_path else Path(run_dir) / f"eval.{video_format}"
@@ -43,6 +59,23 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
         if render_env is not None:
             render_env.close()
     return report
+
+
+def _play_like_training(policy, envs) -> dict:
+    """The evaluator's episodes (`menger.runtime.evaluation.play_deterministic`) with the run's eval settings."""
+    from menger.runtime.evaluation import play_deterministic
+
+    cfg = policy.config.eval
+    try:
+        returns, lengths, finished = play_deterministic(policy.network, envs, cfg.seed, cfg.max_steps)
+    finally:
+        envs.close()
+    if not finished.any():
+        raise RuntimeError(f"no episode finished within eval.max_steps={cfg.max_steps} steps")
+    done = returns[finished]
+    return {"episodes": int(finished.sum()), "return_mean": float(done.mean()), "return_std": float(done.std()),
+            "return_min": float(done.min()), "return_max": float(done.max()),
+            "length_mean": float(lengths[finished].mean())}
 
 
 def _play(policy, envs, episodes: int, deterministic: bool, seed: int, max_steps: int) -> dict:

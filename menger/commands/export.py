@@ -26,10 +26,10 @@ greedy) action for Discrete spaces (int64), the mean (clipped to the space) for 
 Tuple and Dict spaces give one flat action [N, width] (int64, or float32 with a Box component), each component in
 its columns: `menger.json`'s `action_layout` lists them (key, space, start, stop), the Q-learners' joint action
 given back as its components. A run trained with `env.normalize.obs` normalises inside the file with
-the statistics of its checkpoint: give it raw observations. Both files carry `menger.json`: the observation and action spaces, the algorithm,
-the recurrent state's size and the checkpoint it came from (TorchScript: torch.jit.load(path,
-_extra_files={"menger.json": ""}); ONNX: the model's metadata,
-`policy.get_modelmeta().custom_metadata_map["menger.json"]`).
+the statistics of its checkpoint: give it raw observations. Both files carry `menger.json`: the observation and
+action spaces, the algorithm, the recurrent state's size and the step of the checkpoint it came from (the newest,
+or the one `--checkpoint best|STEP` picks) (TorchScript: torch.jit.load(path, _extra_files={"menger.json": ""});
+ONNX: the model's metadata, `policy.get_modelmeta().custom_metadata_map["menger.json"]`).
 
 ONNX goes through torch's TorchScript-based exporter (`torch.onnx.export(..., dynamo=False)`): it traces the same
 graph as the TorchScript export, needs only the `onnx` package (not onnxscript), and is in every torch from 2.4 to
@@ -95,16 +95,16 @@ class _Deterministic(nn.Module):
 
 
 def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str = "torchscript",
-                  allow_import=()) -> Path:
-    """Write the run's newest policy as a standalone file (default RUN_DIR/policy.pt, or policy.onnx); returns
-    its path."""
+                  allow_import=(), checkpoint: str | int = "latest") -> Path:
+    """Write the run's policy (`checkpoint`: its newest, its best or a step) as a standalone file (default
+    RUN_DIR/policy.pt, or policy.onnx); returns its path."""
     from menger.api import load_policy
 
     if fmt not in FORMATS:
         raise ExportError(f"--format {fmt!r} is not one Menger writes; choose {' or '.join(FORMATS)}")
     if fmt == "onnx":
         _require_onnx()
-    policy = load_policy(run_dir, allow_import)
+    policy = load_policy(run_dir, allow_import, checkpoint=checkpoint)
     network = policy.network.cpu().eval().requires_grad_(False)  # an inference graph: no autograd at run time
     module = _Deterministic(network).eval()
     entries = _entries(network.obs_space)
@@ -120,7 +120,7 @@ def export_policy(run_dir: str | Path, out: str | Path | None = None, fmt: str =
             "action_space": str(network.codec.env_space), "action_layout": _layout(network.codec),
             "lstm_size": int(getattr(network, "lstm_size", 0)),
             "normalizes_obs": getattr(network, "obs_normalizer", None) is not None,
-            "run_dir": str(run_dir)}
+            "run_dir": str(run_dir), "checkpoint": policy.checkpoint.get("step")}
     if fmt == "onnx":
         _write_onnx(module, inputs, path, meta)
     else:

@@ -20,6 +20,12 @@ class _Experiment:
         script_objects = self._script_object_problems()
         if script_objects:  # before the tuned values' checks, each of which would repeat it
             raise ConfigError(script_objects)
+        if self.checkpoint.keep_best and not self.evaluates:  # before the tuned values are tried on this config
+            raise ConfigError(f"checkpoint.keep_best=true keeps the checkpoint with the best deterministic evaluation, "
+                              f"and this run does not evaluate ({self.algo}'s eval.interval_s is "
+                              f"{self.eval.interval_s if self.eval.interval_s is not None else 'off by default'}); "
+                              "evaluate it (e.g. --set eval.interval_s=5 or eval.interval_frames=10000), or leave "
+                              "checkpoint.keep_best=false")
         if self.auto_keys:
             self._check_auto()
         if self.tune:

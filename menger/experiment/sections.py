@@ -424,7 +424,14 @@ class CheckpointConfig:
                               "learner can lose; a replay run writes its whole replay each time, so its presets "
                               "on large replays save less often")
     interval_updates: int = field(0, min=0, doc="updates between checkpoints (0 = by time only)")
-    keep_last: int = field(3, min=1, doc="complete checkpoints kept")
+    keep_last: int = field(3, min=1, doc="complete checkpoints kept (the newest; the best and the kept-every ones "
+                           "come on top)")
+    keep_best: bool = field(False, doc="also keep the checkpoint of the parameters whose deterministic evaluation "
+                            "scored the highest eval/return_mean so far, never pruned (checkpoints/BEST.json names "
+                            "it; --checkpoint best); needs a run that evaluates (eval.interval_s or "
+                            "eval.interval_frames)")
+    keep_every_frames: int = field(0, min=0, doc="also keep a checkpoint every this many env frames, never pruned "
+                                   "(the first one saved at or past each multiple); 0 = none")
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,7 @@ class Evaluator:
     def __init__(self, config, obs_space, action_space):
         self.cfg = config.eval
         self.interval_s = config.eval_interval_s
-        self.envs = make_vec_env(config.env.id, self.cfg.episodes, seed=self.cfg.seed, kwargs=dict(config.env.kwargs),
-                                 preset=config.env.preset, wrappers=config.env.wrappers,
-                                 multiagent=config.env.multiagent)
+        self.envs = make_eval_envs(config)
         with torch.random.fork_rng(devices=[]):  # building it must not move the run's random stream
             self.network = build_policy(obs_space, action_space, config.model, config.algo,
                                          config.env.normalize).eval()
@@ -62,22 +60,7 @@ class Evaluator:
         """Play one episode per env with the deterministic action of `policy`'s current parameters."""
         started = time.monotonic()
         self.network.load_state_dict({k: v.detach().cpu() for k, v in policy.state_dict().items()})
-        n = self.cfg.episodes
-        returns, lengths = np.zeros(n), np.zeros(n, np.int64)
-        finished = np.zeros(n, bool)
-        obs = self.envs.reset(seed=self.cfg.seed)
-        state = self.network.initial_state(n) if self.network.lstm_size else None  # r2d2: carried through each episode
-        for _ in range(self.cfg.max_steps):
-            out = self.network.act(obs_to_tensors(obs), state, deterministic=True)
-            state = out.state if state is not None else None
-            result = self.envs.step(self.network.codec.to_env(out.action.numpy()))
-            running = ~finished & result.valid
-            returns += np.where(running, result.reward, 0.0)
-            lengths += running
-            finished |= (result.terminated | result.truncated) & ~finished
-            if finished.all():
-                break
-            obs = result.obs
+        returns, lengths, finished = play_deterministic(self.network, self.envs, self.cfg.seed, self.cfg.max_steps)
         self.count += 1
         self.time_s += time.monotonic() - started
         self.next_at = (elapsed_s if elapsed_s is not None else self.next_at) + self.interval_s
@@ -105,6 +88,35 @@ class Evaluator:
 
     def close(self) -> None:
         self.envs.close()
+
+
+def make_eval_envs(config):
+    """The evaluator's envs: one per episode, seeded from eval.seed (`menger eval --like-training` builds the same)."""
+    return make_vec_env(config.env.id, config.eval.episodes, seed=config.eval.seed, kwargs=dict(config.env.kwargs),
+                        preset=config.env.preset, wrappers=config.env.wrappers, multiagent=config.env.multiagent)
+
+
+@torch.no_grad()
+def play_deterministic(network, envs, seed: int, max_steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One episode per env with `network`'s deterministic action, from envs reset with `seed`: the returns, the
+    lengths and which episodes finished within `max_steps` (the evaluator's episodes, the same every time)."""
+    n = envs.num_envs
+    returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+    finished = np.zeros(n, bool)
+    obs = envs.reset(seed=seed)
+    state = network.initial_state(n) if network.lstm_size else None  # r2d2: carried through each episode
+    for _ in range(max_steps):
+        out = network.act(obs_to_tensors(obs), state, deterministic=True)
+        state = out.state if state is not None else None
+        result = envs.step(network.codec.to_env(out.action.numpy()))
+        running = ~finished & result.valid
+        returns += np.where(running, result.reward, 0.0)
+        lengths += running
+        finished |= (result.terminated | result.truncated) & ~finished
+        if finished.all():
+            break
+        obs = result.obs
+    return returns, lengths, finished
 
 
 @dataclass(frozen=True)

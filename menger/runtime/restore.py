@@ -1,8 +1,13 @@
-"""Resuming a run: the trainer's state back from its newest checkpoint, and what changed in its config.
+"""Resuming a run: the trainer's state back from its newest checkpoint (or its best, or a step), and what changed
+in its config.
 
     saved = saved_config(run_dir)            # before the resumed run rewrites config.yaml
     check_same_inputs(saved, cfg)            # a policy cannot change its inputs on resume
     restore(trainer, saved)                  # learner, version, accounts, clocks, replay, league, evaluator...
+    restore(trainer, saved, "best")          # ... from the best checkpoint, or from a step (an int)
+
+Going on from a checkpoint older than the newest rewinds the run to it: the newer checkpoints (and BEST.json, if
+it names one of them) move to checkpoints/rewound-<time>/, untouched, and the run saves its own steps after it.
 
 A stop rule that was already met when the run stopped ends the resume at once, unless the resume moved it."""
 from __future__ import annotations
@@ -49,11 +54,19 @@ def config_changes(old: dict, new: dict, prefix: str = "") -> dict[str, tuple]:
     return out
 
 
-def restore(t, saved: dict | None = None) -> None:
-    """Load the newest checkpoint of trainer `t`'s run into it; `saved`: the run's config before this resume."""
-    checkpoint = t.checkpoints.load_latest()
-    if checkpoint is None:
-        raise RuntimeError(f"nothing to resume in {t.run_dir}: it has no checkpoint")
+def restore(t, saved: dict | None = None, which: str | int = "latest") -> None:
+    """Load a checkpoint of trainer `t`'s run into it: the newest, "best" or a step; `saved`: the run's config
+    before this resume."""
+    if which == "latest":
+        checkpoint = t.checkpoints.load_latest()
+        if checkpoint is None:
+            raise RuntimeError(f"nothing to resume in {t.run_dir}: it has no checkpoint")
+    else:
+        checkpoint = t.checkpoints.load(which)
+        rewound = t.checkpoints.set_aside_after(checkpoint.step)
+        if rewound is not None:
+            log.warning("resuming from %s rewinds the run: the checkpoints after it are kept in %s, where nothing "
+                        "loads or prunes them", checkpoint.path.name, rewound)
     state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
     t.learner.load_state_dict(state["learner"])
     t.version = int(state["version"])

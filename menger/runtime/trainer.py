@@ -38,6 +38,7 @@ from menger.models.normalize import RunningNormalization
 from menger.runtime.accounting import FrameAccounts
 from menger.runtime.actors import make_actor
 from menger.runtime.evaluation import Evaluator, VideoRecorder
+from menger.runtime.keeping import CheckpointKeeping, params_digest
 from menger.runtime.league import LeagueHub, LeagueKeeper
 from menger.runtime.metrics import MetricsRecorder
 from menger.runtime.observers import Observer, episodes_of
@@ -63,13 +64,16 @@ class TrainResult:
 
 class Trainer:
     def __init__(self, config: ExperimentConfig, run_dir: str | Path, *, launcher: Launcher, observers=(),
-                 resume: bool = False, league: tuple | None = None, active_actors: int | None = None):
+                 resume: bool = False, league: tuple | None = None, active_actors: int | None = None,
+                 resume_from: str | int = "latest"):
         """Checks the coordination arithmetic (a config that can never fill a batch is refused here, before
         anything starts); `run()` does the rest. `league`: (LeagueHub, player) when this learner is one of a
         league's several (`menger.runtime.league`); a self-play run (`league.mode: selfplay`) makes its own.
         `active_actors`: an elastic run starts this many of its `runtime.actors` and parks the rest
-        (`ActorSupervisor.set_active`)."""
+        (`ActorSupervisor.set_active`). `resume_from`: the checkpoint a resume goes on from, latest, best or a step
+        (the newer ones are set aside, `menger.runtime.restore`)."""
         self.cfg, self.run_dir, self.launcher, self.resume = config, Path(run_dir), launcher, resume
+        self.resume_from = resume_from
         self.observers = list(observers)
         rt = config.runtime
         self.coordinator = make_coordinator(config)
@@ -208,7 +212,8 @@ class Trainer:
             self.evaluator = Evaluator(cfg, obs_space, action_space)
         self.league = self._make_league()
         if self.resume:
-            restore(self, saved)
+            restore(self, saved, self.resume_from)
+        self.keeping = CheckpointKeeping(cfg.checkpoint, self.checkpoints.best(), self.accounts.accepted)
         if self.league is not None:
             self.league.start(self.learner.policy)
         self.learner_group.attach(self.learner)  # ranks 1..N-1 take rank 0's parameters
@@ -290,6 +295,10 @@ class Trainer:
     def _evaluate(self) -> None:
         self.eval_stats = self.evaluator.run(self.learner.policy, self.elapsed(), self.accounts.accepted)
         log.debug("evaluation: %s", self.eval_stats)
+        if self.keeping.beaten_by(self.eval_stats):  # saved now, before any update moves the parameters evaluated
+            self._checkpoint(best=self.keeping.record(
+                self.eval_stats, params_digest(self.evaluator.network.state_dict()), step=self.learner.updates,
+                frames=self.accounts.accepted, version=self.version))
         self._last_log = time.monotonic()  # every evaluation gets a metrics row of its own: a curve point each
         self._write_metrics(self.elapsed())
 
@@ -318,13 +327,19 @@ class Trainer:
     # ----- checkpoints ------------------------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:
         ck = self.cfg.checkpoint
+        if self.keeping.pin_due(self.accounts.accepted):
+            return True
         if ck.interval_updates and self.learner.updates % ck.interval_updates == 0:
             return True
         return ck.interval_s > 0 and time.monotonic() - self._last_ckpt >= ck.interval_s
 
-    def _checkpoint(self) -> None:
-        if self._saved_step == self.learner.updates:
-            return  # nothing new since the last save
+    def _checkpoint(self, best: dict | None = None) -> None:
+        """Save the trainer's state; `best`: the record of the evaluation of exactly these parameters that beat
+        the best (`menger.runtime.keeping`), so this checkpoint becomes the best."""
+        if self._saved_step == self.learner.updates:  # nothing new since the last save
+            if best is not None:
+                self._mark_best(best, params_digest(self.learner.policy.state_dict()))
+            return
         started = time.monotonic()  # the loop grants nothing until the save is done: writers wait this long
         state = {"learner": self.learner.state_dict(), "version": self.version, "accounts": self.accounts.state(),
                  "wall_s": self.elapsed(), "torch_rng": torch.get_rng_state(),
@@ -340,11 +355,28 @@ class Trainer:
         if self.league is not None:
             state["league"] = self.league.hub.state()
             self.league.hub.save_state()  # for `menger league RUN`
-        path = self.checkpoints.save(self.learner.updates, *flatten_state(state))
+        tensors, structure = flatten_state(state)
+        pinned, frames = self.keeping.pin_due(self.accounts.accepted), self.accounts.accepted
+        path = self.checkpoints.save(self.learner.updates, tensors, {**structure, "evaluation": best}, pinned=pinned,
+                                     summary={"frames": frames, "version": self.version})
+        if pinned:
+            self.keeping.pinned(frames)
+        if best is not None:
+            self._mark_best(best, params_digest(state["learner"]["model"]))
         self._saved_step, self._last_ckpt = self.learner.updates, time.monotonic()
         self.checkpoint_stats = {"checkpoint/count": self.checkpoint_stats.get("checkpoint/count", 0) + 1,
                                  "checkpoint/last_s": self._last_ckpt - started}
         self.notify("on_checkpoint", self.learner.updates, path)
+
+    def _mark_best(self, record: dict, saved_digest: str) -> None:
+        """Name the checkpoint just saved the best, if it holds the parameters the evaluator played."""
+        if saved_digest != record["params_sha256"]:
+            log.warning("the best evaluation (eval/return_mean %.4g) is not kept: the parameters saved at step %d "
+                        "are not the ones evaluated", record["return_mean"], self.learner.updates)
+            return
+        self.checkpoints.mark_best(self.learner.updates, record)
+        self.keeping.kept_best(record)
+        log.info("best checkpoint: step %d, eval/return_mean %.4g", self.learner.updates, record["return_mean"])
 
     def _collect_actor_snapshots(self, timeout_s: float = 10.0) -> dict[int, dict]:
         """Only where actors are idle between batches (sync), so their state is a clean cut. An actor that is
