@@ -160,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="train a generic preset on every env of a suite, seed by seed; a table against "
                         "published references and learning curves (resumable: run the same command again)")
-    be.add_argument("suite", nargs="?", help="a suite name (benchmarks/suites/NAME.yaml) or a suite file")
+    be.add_argument("suite", nargs="?", help="a suite name (menger/commands/suites/NAME.yaml) or a suite file")
     be.add_argument("--algo", help="the generic preset to train: ppo, apex, sac, r2d2, impala, a3c, marl, ...")
     seeds = be.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, default=3, metavar="N", help="seeds 1..N (default 3)")
