@@ -35,8 +35,10 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
+from menger.extras import install_hint, require
+
 SUITES_DIR = Path(__file__).resolve().parent / "suites"  # package data: the wheel ships it
-EXTRA_HINT = 'pip install "menger-rl[suites]"'
+EXTRA_HINT = install_hint("suites")
 RESULT_FILE, CELL_FILE, FINAL_EVAL_FILE, BENCH_FILE, LOG_FILE = (
     "result.json", "cell.json", "final_eval.json", "bench.json", "bench.log")
 ACTION_TYPES = ("discrete", "continuous")
@@ -728,6 +730,7 @@ def aggregate_curve(curves: Sequence[Sequence[Sequence[float]]], points: int = 5
 
 def draw_curves(suite: Suite, algo: str, results: Sequence[Mapping]):
     """One panel per env: each seed's curve (thin), the mean over seeds and its 95 % bootstrap band."""
+    require("matplotlib", "plot", "the curves of `menger bench` (curves.png)")
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 
