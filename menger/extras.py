@@ -4,7 +4,7 @@ The core install (`pip install menger-rl`) trains on one Linux machine; every ot
 and is imported only where it is used, through `require`:
 
     imageio = require("imageio.v2", "video", "`menger eval --video`")   # the module, or MissingExtraError:
-    # `menger eval --video` needs imageio, which is not installed: pip install "menger-rl[video]" (...)
+    # `menger eval --video` needs imageio, which is not installed: pip install "menger-rl[video]", or ...
 
 `EXTRAS` says which top-level modules each extra provides (a test holds it to pyproject.toml's extras);
 `missing_extra` turns the failed import of a user's or a library's module (an env id 'package.module:Name')
@@ -52,7 +52,7 @@ def install_hint(extra: str) -> str:
     """The command that installs `extra`, from an index and from a checkout."""
     if extra not in EXTRAS:
         raise ValueError(f"unknown extra {extra!r}; the extras are {sorted(EXTRAS)}")
-    return f'pip install "menger-rl[{extra}]" (from a checkout: pip install -e ".[{extra}]")'
+    return f'pip install "menger-rl[{extra}]", or from a checkout pip install -e ".[{extra}]"'
 
 
 def require(module: str, extra: str, purpose: str, instead: str | None = None) -> ModuleType:

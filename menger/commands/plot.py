@@ -32,7 +32,7 @@ METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"
 PLOT_FILE = "plot.png"
 EVAL_LABEL = "deterministic evaluation"
-PLOT_PURPOSE = "a run's plot.png (and `menger plot`)"
+PLOT_PURPOSE = "drawing plot.png"
 
 
 class NoMetricsError(FileNotFoundError):
