@@ -131,6 +131,14 @@ def test_menger_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "plot.png").exists()
 
 
+def test_a_comparison_of_runs_without_matplotlib(monkeypatch):
+    from menger.commands.compare import draw_comparison
+
+    _missing(monkeypatch, "matplotlib")
+    with pytest.raises(MissingExtraError, match=r"needs matplotlib.*menger-rl\[plot\]"):
+        draw_comparison({"seeds": [np.array([[0.0, 1.0], [100.0, 2.0]])]}, "episode/return_mean")
+
+
 def test_menger_place_without_matplotlib_says_so_before_it_places(tmp_path, capsys, monkeypatch):
     _missing(monkeypatch, "matplotlib")
     code, err = _run(["place", "macro_tiles_10x10", "--method", "random", "--out", str(tmp_path / "out")], capsys)
