@@ -59,7 +59,8 @@ done
 step "no optional package installed ($OPTIONAL)"
 
 mkdir "$WORK/outside" && cd "$WORK/outside"  # nothing of the checkout is importable from here
-test "$("$VENV/menger" --version)" = "menger $(basename "$WHEEL" | cut -d- -f2)"  # the version the wheel is named by
+VERSION="$(basename "$WHEEL" | cut -d- -f2)"  # the version the wheel is named by
+test "$("$VENV/menger" --version)" = "menger $VERSION"
 step "menger train cartpole-ppo, from $PWD"
 "$VENV/menger" train cartpole-ppo --run-dir cartpole --no-progress > cartpole.log 2>&1 || { tail -40 cartpole.log; exit 1; }
 "$VENV/python" - cartpole <<'EOF'
@@ -74,6 +75,8 @@ if best is None or best < 475:
 print(f"  cartpole-ppo reached {best:.1f} in {frames} frames")
 EOF
 grep -q "target reached" cartpole.log
+"$VENV/python" -c "import json, sys; found = json.load(open('cartpole/system.json'))['packages']['menger']; \
+sys.exit(None if found == sys.argv[1] else f'system.json says menger {found}, the wheel is {sys.argv[1]}')" "$VERSION"
 grep -q "plot: *not written.*menger-rl\[plot\]" cartpole.log  # without matplotlib the run says what to install
 
 step "the atari extra, then menger train pong-impala --set stop.env_frames=20000"
