@@ -197,6 +197,29 @@ def test_training_off_linux_is_refused_with_the_reasons(tmp_path, capsys, monkey
         require_linux("menger resume")
 
 
+# Ray's own modules import it at their top: only the ray launcher and `tune --on ray` import them, after `require`
+RAY_MODULES = {"menger/params/ray.py", "menger/transport/ray.py", "menger/inference/ray.py", "menger/launch/ray.py"}
+
+
+def test_no_module_imports_an_optional_package_when_it_is_imported():
+    """Optional packages are imported inside the function that needs them (after `require`), never at a module's
+    top, where importing the module would fail without the extra (`if TYPE_CHECKING:` imports do not run)."""
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "menger").rglob("*.py")):
+        name = str(path.relative_to(ROOT))
+        tree = ast.parse(path.read_text(), name)
+        for node in tree.body:  # module level only
+            imported = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                        [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            for module in imported:
+                top = module.split(".")[0]
+                if top in OPTIONAL_MODULES and not (top == "ray" and name in RAY_MODULES):
+                    found.append(f"{name}:{node.lineno} imports {module}")
+    assert not found, found
+
+
 # ----- a fresh interpreter: the core install's path never imports an extra ------------------------------------------
 def _python(code: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
