@@ -17,7 +17,7 @@ import importlib
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a few milliseconds at every start)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the one place the version is written: pyproject.toml reads it
 
 # name -> the module that defines it; imported when the name is first asked for (`__getattr__`)
 _PUBLIC = {

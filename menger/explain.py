@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from menger.envs import UnknownEnvError
+from menger.extras import EXTRAS, install_hint
 from menger.runtime.spaces import NetworkBuildError
 
 ERROR_FILE = "error.txt"
@@ -59,7 +60,10 @@ class Hint:
 
 HINTS = (
     Hint(("ModuleNotFoundError", "ImportError"), _NO_RAY, "Ray is an optional extra and is not installed here",
-         "pip install 'menger-rl[ray]' (from a checkout: pip install -e '.[ray]'), or use --launcher processes"),
+         f"{install_hint('ray')}, or use --launcher processes"),
+    *(Hint(("ModuleNotFoundError", "ImportError"), re.compile(rf"No module named '?({'|'.join(modules)})(\.|'|$)"),
+           f"{', '.join(modules)} come{'s' if len(modules) == 1 else ''} with the optional extra [{extra}], which "
+           "is not installed here", install_hint(extra)) for extra, modules in EXTRAS.items() if extra != "ray"),
     Hint(("ModuleNotFoundError", "ImportError"), None,
          "a module this run imports (an env or network given as 'package.module:Name', or a library it needs) "
          "cannot be imported by this Python",
@@ -173,8 +177,9 @@ def explain(exc: BaseException, command: str = "train") -> Explanation:
     root = _root_cause(exc)
     where = _place(_frames_of(root))
     if _is_menger_error(exc):  # Menger's own check: its text says what is wrong and what to do
-        # a config error names its own fix; the ImportError it may chain from would only add a generic hint
-        hints = _hint_lines(_hint_for(root)) if root is not exc and not _is_config_error(exc) else ()
+        # a config error (or a missing extra) names its own fix; the ImportError it may chain from would only add a
+        # generic hint
+        hints = _hint_lines(_hint_for(root)) if root is not exc and not _names_its_fix(exc) else ()
         in_user_code = where is not None and _is_user_file(where.rsplit(":", 2)[0])
         own = tuple(h for h in _own_hints(exc) if NETWORK_CONTRACT not in " ".join(hints))
         return Explanation(str(exc), where if in_user_code else None, hints + own,
@@ -205,8 +210,8 @@ def _hint_lines(hint: Hint | None) -> tuple[str, ...]:
     return () if hint is None else (f"likely cause: {hint.cause}", f"try: {hint.fix}")
 
 
-def _is_config_error(exc: BaseException) -> bool:
-    return any(cls.__name__ == "ConfigError" for cls in type(exc).__mro__)
+def _names_its_fix(exc: BaseException) -> bool:
+    return any(cls.__name__ in ("ConfigError", "MissingExtraError") for cls in type(exc).__mro__)
 
 
 def error_report(exc: BaseException, message: str) -> str:

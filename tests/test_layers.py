@@ -38,9 +38,10 @@ PACKAGE = "menger"
 # prefix naming it ("menger.envs" covers menger.envs.make); "menger" alone is the package's __init__.py only.
 LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # _moved keeps the module paths of earlier versions importable (a module a path names is imported by name);
-    # children stops the learner's child processes and carries their last error, for every role that forks.
+    # children stops the learner's child processes and carries their last error, for every role that forks;
+    # extras imports the optional packages (naming the extra that installs a missing one) and checks the platform.
     (0, "foundation", ("menger", "menger.core", "menger.config", "menger.device", "menger.forking", "menger._moved",
-                        "menger.children")),
+                        "menger.children", "menger.extras")),
     # experiment is the schema of an experiment file: dataclasses over menger.config, nothing else. It
     # describes the components (env, model, loss, runtime settings) and is read from layer 3 up, so it sits
     # with the components; layer 0 would pass too, but the foundation holds only the contracts and the

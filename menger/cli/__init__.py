@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+# commands that start training runs: they fork actors and learner ranks, so they run on Linux only (README, Platforms)
+LINUX_ONLY = ("train", "resume", "tune", "bench")
 APP_COMMANDS = {
     "place": ("menger.apps.chip.commands", "place_main", "place a netlist's macros (rl, sa, greedy, random)"),
     "cost": ("menger.apps.chip.commands", "cost_main", "proxy costs of a placement: wirelength, density, congestion"),
@@ -16,12 +18,9 @@ APP_COMMANDS = {
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from menger import __version__
 
-    try:
-        return version("menger-rl")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "unknown (not installed)"
+    return __version__
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -160,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
 
     be = sub.add_parser("bench", help="train a generic preset on every env of a suite, seed by seed; a table against "
                         "published references and learning curves (resumable: run the same command again)")
-    be.add_argument("suite", nargs="?", help="a suite name (benchmarks/suites/NAME.yaml) or a suite file")
+    be.add_argument("suite", nargs="?", help="a suite name (menger/commands/suites/NAME.yaml) or a suite file")
     be.add_argument("--algo", help="the generic preset to train: ppo, apex, sac, r2d2, impala, a3c, marl, ...")
     seeds = be.add_mutually_exclusive_group()
     seeds.add_argument("--seeds", type=int, default=3, metavar="N", help="seeds 1..N (default 3)")
@@ -648,6 +647,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
         args = _parser().parse_args(argv)
         args.debug = debug
+        if args.command in LINUX_ONLY:
+            from menger.extras import require_linux
+
+            require_linux(f"menger {args.command}")
         if args.command == "train":
             return cmd_train(args, argv)
         if args.command == "bench":

@@ -1,6 +1,6 @@
 """`menger bench SUITE --algo A`: a generic preset across a suite of envs, seed by seed, against published numbers.
 
-A suite is data (`benchmarks/suites/<suite>.yaml`, `load_suite`): envs with a frame budget, the action type, the
+A suite is data (`menger/commands/suites/<suite>.yaml`, `load_suite`): envs with a frame budget, the action type, the
 package whose import registers the id, a random policy's return and the published references with their source.
 The bench plans one cell per env x seed (`plan_cells`) and runs them one after another::
 
@@ -35,8 +35,10 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
-SUITES_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "suites"
-EXTRA_HINT = 'pip install "menger-rl[suites]"'
+from menger.extras import install_hint, require
+
+SUITES_DIR = Path(__file__).resolve().parent / "suites"  # package data: the wheel ships it
+EXTRA_HINT = install_hint("suites")
 RESULT_FILE, CELL_FILE, FINAL_EVAL_FILE, BENCH_FILE, LOG_FILE = (
     "result.json", "cell.json", "final_eval.json", "bench.json", "bench.log")
 ACTION_TYPES = ("discrete", "continuous")
@@ -281,7 +283,7 @@ def suite_names(directory: Path = SUITES_DIR) -> list[str]:
 
 
 def load_suite(name_or_path: str | os.PathLike, directory: Path = SUITES_DIR) -> Suite:
-    """A suite by name (a file in benchmarks/suites) or by path."""
+    """A suite by name (a file in menger/commands/suites) or by path."""
     path = Path(name_or_path)
     if not path.is_file():
         path = directory / f"{name_or_path}.yaml"
@@ -728,6 +730,7 @@ def aggregate_curve(curves: Sequence[Sequence[Sequence[float]]], points: int = 5
 
 def draw_curves(suite: Suite, algo: str, results: Sequence[Mapping]):
     """One panel per env: each seed's curve (thin), the mean over seeds and its 95 % bootstrap band."""
+    require("matplotlib", "plot", "the curves of `menger bench` (curves.png)")
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 

@@ -22,8 +22,10 @@ from typing import Sequence
 import numpy as np
 
 from menger.commands.bench import bootstrap_interval
-from menger.commands.plot import (CONFIG_FILE, METRICS_FILE, PLOT_FILE, NoMetricsError, _save_atomically,
-                                  evaluation_points, load_metrics, metric_column, read_target_return)
+from menger.commands.plot import (CONFIG_FILE, METRICS_FILE, PLOT_FILE, PLOT_PURPOSE, NoMetricsError,
+                                  _save_atomically, evaluation_points, load_metrics, metric_column,
+                                  read_target_return)
+from menger.extras import require
 
 EVAL_METRIC, EPISODE_METRIC = "eval/return_mean", "episode/return_mean"
 BANDS = {"bootstrap": "95 % bootstrap interval of the mean", "minmax": "min-max over runs"}
@@ -128,6 +130,7 @@ def draw_comparison(curves: dict[str, list[np.ndarray]], metric: str, band: str 
                     target_return: float | None = None, points: int = GRID_POINTS):
     """One axes: for each group (name -> its runs' curves) the runs thin, the mean and the band, on one shared
     grid of env frames."""
+    require("matplotlib", "plot", PLOT_PURPOSE)
     from matplotlib.figure import Figure
     from matplotlib.ticker import EngFormatter
 

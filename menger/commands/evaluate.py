@@ -28,6 +28,7 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
     from menger.api import load_policy
     from menger.envs import make_vec_env
     from menger.envs.render import make_render_env
+    from menger.logging.video import require_video
     from menger.runtime.evaluation import make_eval_envs, record_video
 
     if like_training and not deterministic:
@@ -35,7 +36,9 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
     policy = load_policy(run_dir, allow_import, checkpoint=checkpoint)
     cfg = policy.config
     render_env = None
-    if video:  # first: an env that cannot render says so before any episode is played
+    if video:  # first: an env that cannot render (or nothing to write a video with) says so before any episode
+        video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"
+        require_video("`menger eval --video`", video_format, instead="run menger eval without --video")
         render_env = make_render_env(cfg.env.id, seed=seed, kwargs=dict(cfg.env.kwargs), preset=cfg.env.preset,
                                      wrappers=cfg.env.wrappers, instead="run menger eval without --video")
     try:
@@ -48,7 +51,6 @@ def evaluate_run(run_dir: str | Path, *, episodes: int = 10, deterministic: bool
                            episodes, deterministic, seed, max_steps)
         report["checkpoint"] = policy.checkpoint
         if render_env is not None:
-            video_format = video_format or (Path(video_path).suffix.lstrip(".").lower() if video_path else "") or "mp4"
             path = Path(video_path) if video_path else Path(run_dir) / f"eval.{video_format}"
             policy.reset_state(np.ones(1, bool))
             record = record_video(render_env, lambda obs: policy.act(obs, deterministic=deterministic), path,

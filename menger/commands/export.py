@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from menger.extras import require
 from menger.models.encoders import CRITIC_KEY
 
 FORMATS = ("torchscript", "onnx")
@@ -161,12 +162,8 @@ def _write_torchscript(module: _Deterministic, inputs: tuple, path: Path, meta: 
 
 
 def _require_onnx() -> None:
-    try:
-        import onnx  # noqa: F401 - the exporter's output is checked and labelled with it
-    except ImportError as exc:
-        raise ExportError("--format onnx needs the `onnx` package, which is not installed: pip install "
-                          "\"menger-rl[export]\" (onnx, and onnxruntime to run the file), or export --format "
-                          "torchscript") from exc
+    """onnx checks and labels the exporter's output (onnxruntime, in the same extra, runs the file)."""
+    require("onnx", "export", "`menger export --format onnx`", instead="export --format torchscript")
 
 
 def _write_onnx(module: _Deterministic, inputs: tuple, path: Path, meta: dict) -> None:

@@ -40,6 +40,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 
 from menger.envs import bots
+from menger.extras import missing_extra
 
 Z_95 = 1.959963984540054  # the two-sided 95 % normal quantile
 
@@ -245,6 +246,9 @@ def env_factory(env_id: str, kwargs: dict | None = None) -> Callable[[], Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        extra = missing_extra(exc, f"the env {env_id!r}")
+        if extra is not None:
+            raise extra from exc
         raise MatchError(f"cannot import {module_name!r} for the env {env_id!r} ({exc}); give a PettingZoo env as "
                          "'package.module:factory', e.g. pettingzoo.classic.connect_four_v3:env") from exc
     attribute = attribute or "env"

@@ -16,20 +16,23 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import yaml
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter
 
+from menger.extras import require
 from menger.logging.jsonl import read_jsonl
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.yaml"
 PLOT_FILE = "plot.png"
 EVAL_LABEL = "deterministic evaluation"
+PLOT_PURPOSE = "drawing plot.png"
 
 
 class NoMetricsError(FileNotFoundError):
@@ -132,6 +135,10 @@ def metric_column(records: Sequence[Mapping], key: str) -> np.ndarray:
 
 def draw_run(records: Sequence[Mapping], title: str, target_return: float | None = None) -> Figure:
     """The four panels as a matplotlib Figure (not yet saved)."""
+    require("matplotlib", "plot", PLOT_PURPOSE)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter
+
     frames = metric_column(records, "step")
     wall, resumes = continuous_wall_time(metric_column(records, "time/wall_s"))
     resume_frames = [frames[index] for index in _segment_starts(metric_column(records, "time/wall_s"))]

@@ -18,6 +18,8 @@ from typing import Any
 
 import gymnasium
 
+from menger.extras import require
+
 ATARI_PRESET: dict[str, Any] = {
     "frameskip": 4,
     "img_height": 84,
@@ -32,8 +34,8 @@ ID_SETTINGS = ("repeat_action_probability", "full_action_space", "max_num_frames
 
 def rom_name(env_id: str) -> str:
     """The ALE ROM behind an id: "ALE/Pong-v5", "PongNoFrameskip-v4" and "pong" all give "pong"."""
-    import ale_py  # registers the ALE ids with gymnasium
-    from ale_py import roms
+    ale_py = _ale_py(env_id)  # registers the ALE ids with gymnasium
+    roms = require("ale_py.roms", "atari", f"the Atari env {env_id!r}")
 
     if env_id in gymnasium.registry:
         game = gymnasium.registry[env_id].kwargs.get("game")
@@ -54,7 +56,7 @@ def rom_name(env_id: str) -> str:
 
 def id_settings(env_id: str) -> dict[str, Any]:
     """What a registered id says about sticky actions, action set and episode cap (v5 defaults otherwise)."""
-    import ale_py  # noqa: F401  (registers the ALE ids with gymnasium)
+    _ale_py(env_id)  # registers the ALE ids with gymnasium
 
     registered = gymnasium.registry[env_id].kwargs if env_id in gymnasium.registry else {}
     settings = {"repeat_action_probability": 0.25}
@@ -64,7 +66,11 @@ def id_settings(env_id: str) -> dict[str, Any]:
 
 def make_atari_vector_env(env_id: str, num_envs: int, *, num_threads: int, kwargs: dict[str, Any]):
     """An ``AtariVectorEnv`` with the preset's settings and the id's own; ``kwargs`` override them."""
-    from ale_py.vector_env import AtariVectorEnv
+    AtariVectorEnv = require("ale_py.vector_env", "atari", f"the Atari env {env_id!r}").AtariVectorEnv
 
     settings = {**ATARI_PRESET, **id_settings(env_id), **kwargs}
     return AtariVectorEnv(game=rom_name(env_id), num_envs=num_envs, num_threads=num_threads, **settings)
+
+
+def _ale_py(env_id: str):
+    return require("ale_py", "atari", f"the Atari env {env_id!r}")

@@ -34,6 +34,7 @@ from menger.envs.faults import FaultPolicy, UnknownEnvError
 from menger.envs.multiagent import is_multiagent_env, multiagent_vec_env
 from menger.envs.multiagent_batch import BatchedMultiAgentVecEnv, has_batched_core
 from menger.envs.vector import LoopVecEnv, NativeVecEnv, VecEnv
+from menger.extras import missing_extra, require
 
 PRESETS = ("atari",)
 
@@ -236,6 +237,8 @@ def _find_spec(env_id: str) -> gymnasium.envs.registration.EnvSpec:
     try:
         return gymnasium.spec(env_id)
     except gymnasium.error.Error as exc:
+        if env_id.startswith("ALE/") or "NoFrameskip" in env_id:  # ale-py registers these ids
+            require("ale_py", "atari", f"the Atari env {env_id!r}")
         problems = "".join(f" ({name} could not be imported: {problem})" for name, problem in import_problems)
         raise UnknownEnvError(
             f"Unknown environment id {env_id!r}.{_did_you_mean(env_id, list(gymnasium.registry))} "
@@ -282,6 +285,9 @@ def _import_user_module(module_name: str, env_id: str):
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
+        extra = missing_extra(exc, f"the env {env_id!r}")
+        if extra is not None:
+            raise extra from exc
         raise UnknownEnvError(
             f"Cannot import module {module_name!r} for env {env_id!r}: {exc}. Check that its package is installed "
             "and on the path; the format is 'package.module:ClassOrFactory'."

@@ -28,12 +28,14 @@ import inspect
 import os
 from typing import Any, Callable, NamedTuple
 
+import gymnasium
 import numpy as np
 
 from menger.envs.atari import make_atari_vector_env
 from menger.envs.faults import FaultPolicy, UnknownEnvError
 from menger.envs.make import make_vec_env, resolve_env, resolve_wrappers
 from menger.envs.vector import LoopVecEnv, NativeVecEnv, StepResult
+from menger.extras import require
 
 FULL_SCREEN = {"img_height": 210, "img_width": 160, "grayscale": False, "stack_num": 1, "maxpool": False}
 DEFAULT_FPS = 30.0
@@ -106,6 +108,11 @@ def make_render_env(env_id: str, *, seed: int, kwargs: dict | None = None, prese
     except RenderError as exc:
         env.close()
         raise RenderError(f"{exc}; or {instead}") from None
+    except gymnasium.error.DependencyNotInstalled as exc:  # gymnasium's classic-control envs draw with pygame
+        env.close()
+        if "pygame" in str(exc):
+            require("pygame", "video", f"a video of {env_id!r} (which draws itself with pygame)")
+        raise
     except BaseException:
         env.close()
         raise

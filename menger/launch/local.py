@@ -15,6 +15,7 @@ import threading
 from typing import Callable
 
 from menger.children import report_error
+from menger.extras import require
 from menger.core import InferenceBackend
 from menger.forking import FORK_GATE
 from menger.inference import CentralInference, InferenceSlots, LocalInference
@@ -170,10 +171,8 @@ def make_launcher(runtime):
             # Ray's own switch for single-machine instances: every node address becomes 127.0.0.1, so a local
             # run opens nothing on the machine's network interfaces.
             os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-        try:
-            from menger.launch.ray import RayLauncher
-        except ImportError as exc:
-            raise RuntimeError(f"the ray launcher needs Ray ({exc}); install it with: pip install 'menger-rl[ray]'") \
-                from exc
+        require("ray", "ray", "the ray launcher (--launcher ray)", instead="use --launcher processes")
+        from menger.launch.ray import RayLauncher
+
         return RayLauncher(runtime)
     raise ValueError(f"unknown launcher {runtime.launcher!r}; use threads, processes or ray")

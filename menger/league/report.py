@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.figure import Figure
 
+from menger.extras import require
 from menger.league.payoff import PayoffTable
 
 __all__ = ["format_players", "payoff_matrix", "write_payoff_png"]
@@ -57,6 +56,10 @@ def write_payoff_png(state: dict, path: str | os.PathLike[str], max_players: int
 
     A league of more than ``max_players`` members shows its learners, its fixed opponents and its newest
     snapshots (the title says how many were left out)."""
+    require("matplotlib", "plot", "the payoff heat map of `menger league` (payoff.png)")
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
     names, matrix = payoff_matrix(state)
     shown = _shown(state["players"], max_players)
     names, matrix = [names[index] for index in shown], matrix[np.ix_(shown, shown)]

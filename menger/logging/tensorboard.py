@@ -91,9 +91,12 @@ class TensorBoardLogger:
         pixels wide, every k-th frame kept for at most ``max_frames``, played at the file's speed."""
         import io
 
-        import imageio.v2 as imageio
-        from PIL import Image
         from tensorboard.compat.proto.summary_pb2 import Summary
+
+        from menger.extras import require
+
+        imageio = require("imageio.v2", "video", "a video in TensorBoard")
+        Image = require("PIL.Image", "video", "a video in TensorBoard")  # Pillow comes with imageio
 
         if self._writer is None:
             raise ValueError(f"TensorBoardLogger for {self.log_dir} is closed; create a new one to keep writing.")

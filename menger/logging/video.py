@@ -6,7 +6,8 @@
 
 MP4 is H.264 through imageio's ffmpeg plugin (``imageio-ffmpeg`` ships its own ffmpeg binary, so nothing
 else is installed). Frames keep their size: a frame with an odd height or width (H.264 needs even ones) gets
-one black row or column, never a rescale. GIF goes through Pillow.
+one black row or column, never a rescale. GIF goes through Pillow. Both come with the ``video`` extra:
+``require_video`` says, before anything is played, when it is missing.
 """
 from __future__ import annotations
 
@@ -14,7 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
+from menger.extras import require
+
 VIDEO_FORMATS = ("mp4", "gif")
+
+
+def require_video(purpose: str, video_format: str = "mp4", instead: str | None = None):
+    """imageio (and its ffmpeg plugin for MP4), or MissingExtraError naming the ``video`` extra and ``purpose``."""
+    imageio = require("imageio.v2", "video", purpose, instead)
+    if video_format == "mp4":
+        require("imageio_ffmpeg", "video", purpose, instead)
+    return imageio
 
 
 class VideoWriter:
@@ -55,8 +66,7 @@ class VideoWriter:
             self.path.unlink(missing_ok=True)  # no half-written video left behind
 
     def _open(self):
-        import imageio.v2 as imageio
-
+        imageio = require_video(f"writing the video {self.path}", self.format)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.format == "gif":
             return imageio.get_writer(self.path, format="GIF", mode="I", duration=1000.0 / self.fps, loop=0)

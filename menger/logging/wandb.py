@@ -13,12 +13,12 @@ training goes on (`MultiLogger`).
 
 from __future__ import annotations
 
-import importlib
 import numbers
 import secrets
 from typing import Mapping, Sequence
 
 from menger.config import ConfigError
+from menger.extras import MissingExtraError, require
 from menger.logging.base import RunStart
 
 RUN_ID_FILE = "wandb_run_id"
@@ -27,11 +27,10 @@ RUN_ID_FILE = "wandb_run_id"
 def import_wandb():
     """The `wandb` module, or a ConfigError that says how to install it (before anything starts)."""
     try:
-        return importlib.import_module("wandb")
-    except ImportError as exc:
-        raise ConfigError("log.wandb.project is set, so this run logs to Weights & Biases, but the wandb package is "
-                          "not installed: pip install \"menger-rl[wandb]\" (or pip install wandb), or unset "
-                          "log.wandb.project") from exc
+        return require("wandb", "wandb", "log.wandb.project (logging to Weights & Biases)",
+                       instead="unset log.wandb.project")
+    except MissingExtraError as exc:  # a config key asked for it: a config error (exit code 2), before anything runs
+        raise ConfigError(str(exc)) from exc
 
 
 class WandbLogger:

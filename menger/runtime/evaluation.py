@@ -31,7 +31,7 @@ import torch
 from menger.envs import make_vec_env
 from menger.envs.render import RenderEnv, make_render_env, record_episode
 from menger.logging.tensorboard import TensorBoardLogger
-from menger.logging.video import VideoWriter
+from menger.logging.video import VideoWriter, require_video
 from menger.models import build_policy, obs_to_tensors
 
 log = logging.getLogger("menger.evaluation")
@@ -161,6 +161,7 @@ class VideoRecorder:
         self.tensorboard_dir = Path(run_dir) / "tb" if config.log.tensorboard else None
         self._tensorboard: TensorBoardLogger | None = None  # its own events file, opened at the first video
         self.join_timeout_s = join_timeout_s
+        require_video("eval.video_interval_s", instead="set eval.video_interval_s=0")
         self.env = make_render_env(config.env.id, seed=self.cfg.seed, kwargs=dict(config.env.kwargs),
                                    preset=config.env.preset, wrappers=config.env.wrappers,
                                    instead="set eval.video_interval_s=0")

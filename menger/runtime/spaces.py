@@ -13,6 +13,7 @@ import torch
 from menger import registry
 from menger.config import ConfigError
 from menger.envs import EnvError, UnknownEnvError, make_vec_env
+from menger.extras import MissingExtraError
 from menger.models import build_policy
 
 log = logging.getLogger("menger.trainer")
@@ -110,7 +111,7 @@ def _probe(env, seed: int, timeout_s: float, deadline_key: str) -> dict:
             outcome["rows_per_game"] = getattr(probe, "k", 1)
             outcome["multiagent"] = hasattr(probe, "set_opponents")
             probe.close()
-        except (UnknownEnvError, EnvError) as exc:  # already say what is wrong and what to do
+        except (UnknownEnvError, EnvError, MissingExtraError) as exc:  # already say what is wrong and what to do
             outcome["error"] = exc
         except Exception as exc:  # noqa: BLE001 - a user's env can fail in any way: say where
             outcome["error"] = EnvStartError(f"building the env {env.id!r} failed ({type(exc).__name__}: {exc}); "

@@ -8,6 +8,8 @@ import math
 import os
 from pathlib import Path
 
+from menger.extras import require
+
 LINEAGE_FILE = "lineage.jsonl"
 
 
@@ -52,6 +54,7 @@ def schedules(records: list[dict]) -> dict[int, list[tuple[int, dict, float | No
 def plot_lineage(out_dir: str | Path) -> Path:
     """`lineage.png`: each member's score and each tuned value against its env frames; a copy is a dashed jump
     from the source's point."""
+    require("matplotlib", "plot", "the lineage plot of `menger tune --population` (lineage.png)")
     from matplotlib.figure import Figure
 
     out_dir = Path(out_dir)

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from menger.config import ConfigError
+from menger.extras import require
 from menger.runtime import Observer
 from menger.runtime.stopping import TrainingFailed
 from menger.tuning.lineage import write_json
@@ -232,10 +232,7 @@ class RayMembers:
     not know which segment to resume, the tune does."""
 
     def __init__(self, cpus: float = 1.0, max_restarts: int = MAX_RESTARTS, address: str | None = None):
-        try:
-            import ray
-        except ImportError as exc:
-            raise ConfigError("menger tune --on ray needs Ray: pip install 'menger-rl[ray]'") from exc
+        ray = require("ray", "ray", "`menger tune --on ray`", instead="use --on processes")
         if not ray.is_initialized():
             ray.init(address=address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
         self.ray, self.cpus, self.max_restarts = ray, cpus, max_restarts

@@ -25,6 +25,7 @@ from pathlib import Path
 from menger import registry
 from menger.config import ConfigError
 from menger.experiment import Tuned, load_experiment, load_experiment_data, tune_spec
+from menger.extras import require
 from menger.runtime import Observer
 from menger.runtime.stopping import TrainingFailed
 
@@ -95,7 +96,7 @@ class SearchResult:
 def search(experiment: str, out_dir: str | Path, trials: int, overrides: list[str] = (), *, metric: str | None = None,
            direction: str = "maximize", seed: int = 0) -> SearchResult:
     """Run (or go on with) the search in `out_dir` until `trials` trials have finished (completed or pruned)."""
-    import optuna
+    optuna = _optuna()
 
     config = load_experiment(experiment, list(overrides))
     spec = tune_spec(config)
@@ -122,6 +123,10 @@ def search(experiment: str, out_dir: str | Path, trials: int, overrides: list[st
     return SearchResult(out_dir, _best(study, out_dir), [_row(t, out_dir) for t in study.get_trials()])
 
 
+def _optuna():
+    return require("optuna", "tune", "`menger tune --search optuna`")
+
+
 def _open_study(optuna, name: str, path: Path, direction: str, seed: int, tries: int = 5):
     """The study in `path`, made or loaded. Another process opening the same new file at that moment (a dashboard,
     a second `menger tune`) can win the race to write its schema; the loser's error is retried, not fatal."""
@@ -140,7 +145,7 @@ def _open_study(optuna, name: str, path: Path, direction: str, seed: int, tries:
 
 
 def _objective(trial, experiment, overrides, spec, metric, config, out_dir: Path) -> float:
-    import optuna
+    optuna = _optuna()
 
     from menger import api
 
@@ -168,7 +173,7 @@ def _run_dir(out_dir: Path, number: int) -> Path:
 
 def _retry_interrupted(study) -> None:
     """Trials left running by a search that was killed: failed now, and their values tried again first."""
-    import optuna
+    optuna = _optuna()
 
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study._storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)

@@ -15,6 +15,7 @@ import torch
 from menger import api
 from menger.cli import main
 from menger.commands.export import ExportError, export_policy
+from menger.extras import MissingExtraError
 
 SMALL = ["runtime.launcher=threads", "runtime.actors=1", "runtime.envs_per_actor=4", "runtime.learner.threads=1",
          "runtime.learner.device=cpu", "checkpoint.interval_s=0", "log.tensorboard=false", "log.progress=false",
@@ -142,7 +143,7 @@ def test_an_unknown_format_says_what_there_is(tmp_path):
 
 def test_onnx_without_the_onnx_package_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
-    with pytest.raises(ExportError, match=r"menger-rl\[export\]"):
+    with pytest.raises(MissingExtraError, match=r"menger-rl\[export\].*or export --format torchscript"):
         export_policy(tmp_path, fmt="onnx")
 
 

@@ -152,14 +152,16 @@ def _raised(error: BaseException) -> BaseException:
 
 
 @pytest.mark.parametrize(("error", "words"), [
-    (ModuleNotFoundError("No module named 'ray'", name="ray"), ["pip install 'menger-rl[ray]'", "--launcher processes"]),
+    (ModuleNotFoundError("No module named 'ray'", name="ray"), ['pip install "menger-rl[ray]"', "--launcher processes"]),
     (ModuleNotFoundError("No module named 'mypkg'", name="mypkg"), ["PYTHONPATH", "pip install -e"]),
+    (ModuleNotFoundError("No module named 'ale_py'", name="ale_py"), ['pip install "menger-rl[atari]"']),
     (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), ["ran out of memory", "runtime.envs_per_actor"]),
     (MemoryError(), ["ran out of memory"]),
     (OSError(28, "No space left on device"), ["/dev/shm", "--shm-size"]),
     (RuntimeError("mat1 and mat2 shapes cannot be multiplied (16x4 and 3x2)"), ["logits [N, A], value [N]"]),
     (KeyError("obs"), ["did not expect"]),
-], ids=["ray-missing", "user-module-missing", "cuda-oom", "memory-error", "shm-full", "shape", "unexpected"])
+], ids=["ray-missing", "user-module-missing", "extra-missing", "cuda-oom", "memory-error", "shm-full", "shape",
+        "unexpected"])
 def test_common_causes_get_a_cause_and_what_to_try(error, words):
     message = explain(_raised(error), "train").message()
     print(message)
@@ -208,7 +210,7 @@ def test_the_ray_launcher_without_ray_says_how_to_install_it(tmp_path, capsys, m
     err = capsys.readouterr().err
     print(err)
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) < MESSAGE_LINES
-    assert "pip install 'menger-rl[ray]'" in err and "--launcher processes" in err
+    assert 'pip install "menger-rl[ray]"' in err and "--launcher processes" in err
     assert not (tmp_path / "run").exists()
 
 

@@ -14,8 +14,9 @@ from menger.apps.chip import baselines
 from menger.apps.chip.costs import Layout, ProxyCost, proxy_cost
 from menger.apps.chip.plc import write_plc
 from menger.apps.chip.problem import ChipProblem, load_problem
-from menger.apps.chip.render import draw_placement
+from menger.apps.chip.render import PURPOSE as PLACE_PURPOSE, draw_placement
 from menger.apps.chip.selection import CheckpointRollouts, summary
+from menger.extras import require
 
 METHODS = ("rl", "sa", "greedy", "random")
 RL_PRESET = "chip-ppo"
@@ -80,6 +81,7 @@ def place_main(argv: list[str]) -> int:
     parser.add_argument("--out", default="chip_out", help="output folder")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    require("matplotlib", "plot", PLACE_PURPOSE)  # before the placement's budget is spent, not after
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     problem = load_problem(args.netlist, args.plc)

@@ -6,15 +6,20 @@ from __future__ import annotations
 import pathlib
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from menger.apps.chip import costs as C
 from menger.apps.chip.problem import ChipProblem
+from menger.extras import require
+
+PURPOSE = "`menger place` (it draws placement.png)"
 
 
 def draw_placement(problem: ChipProblem, layout: C.Layout, path: str | pathlib.Path, title: str = "") -> pathlib.Path:
+    require("matplotlib", "plot", PURPOSE)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
     header = problem.header
     h, v = C.congestion_maps(problem.model, layout)
     fig = Figure(figsize=(7, 7))

@@ -18,10 +18,12 @@ from menger.apps.cluster.config import ClusterConfig
 from menger.apps.cluster.heuristics import HEURISTICS, Scheduler, evaluate
 from menger.apps.cluster.observation import ImageEncoder, observe
 from menger.apps.cluster.simulator import ClusterState
+from menger.extras import require
 
 HELD_OUT_SEED = 1_000_000
 DEFAULT_POLICIES = ("sjf", "packer", "random")
 METRICS = ("mean_slowdown", "mean_completion_time", "utilisation")
+SWEEP_PURPOSE = "`menger schedule --sweep-load` (it draws slowdown_vs_load.png)"
 
 
 def schedule_main(argv: list[str]) -> int:
@@ -109,6 +111,7 @@ def _report(args: argparse.Namespace, env_kwargs: dict) -> None:
 
 
 def _sweep(args: argparse.Namespace, env_kwargs: dict, loads: list[float]) -> None:
+    require("matplotlib", "plot", SWEEP_PURPOSE)  # before the sweep runs, not after
     names = args.policy or DEFAULT_POLICIES
     settings = comparison_settings(names, {**env_kwargs, "load": loads[0]})
     rows = []
@@ -134,7 +137,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
 
 def plot_slowdown(rows: list[dict], path: Path) -> None:
     """Mean slowdown against load, one line per scheduler (DeepRM's Figure 4)."""
-    import matplotlib
+    matplotlib = require("matplotlib", "plot", SWEEP_PURPOSE)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
