@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--like-training", action="store_true", help="play the run's own evaluation episodes instead: "
                     "eval.episodes envs side by side from eval.seed, deterministic actions, as the evaluator did "
                     "during training; the mean return is then the eval/return_mean recorded for the same parameters "
-                    "(with --checkpoint best: the best one)")
+                    "(the default with --checkpoint best, unless --episodes, --seed or --stochastic is given)")
     ev.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
                     help="a module outside Menger that the run's config may import (its env or network) (repeatable)")
 
@@ -396,13 +396,17 @@ def cmd_eval(args) -> int:
     from menger.commands.evaluate import evaluate_run
 
     video = args.video or args.video_out is not None or args.video_format is not None
-    if args.like_training and (args.episodes is not None or args.seed is not None or args.stochastic):
+    chosen = args.episodes is not None or args.seed is not None or args.stochastic
+    if args.like_training and chosen:
         raise SystemExit("menger eval --like-training plays the run's own evaluation (its eval.episodes, eval.seed, "
                          "deterministic actions); leave out --episodes, --seed and --stochastic")
+    # the best checkpoint was chosen by the run's own evaluation: unless other episodes are asked for, play those,
+    # so the figure printed is the one recorded for it
+    like_training = args.like_training or (args.checkpoint == "best" and not chosen)
     report = evaluate_run(args.run_dir, episodes=args.episodes or 10, deterministic=not args.stochastic, video=video,
                           video_path=args.video_out, video_format=args.video_format,
                           seed=12345 if args.seed is None else args.seed, allow_import=args.allow_import,
-                          checkpoint=args.checkpoint, like_training=args.like_training)
+                          checkpoint=args.checkpoint, like_training=like_training)
     print(_describe_checkpoint(args.checkpoint, report["checkpoint"]))
     print(f"episodes: {report['episodes']}  mean return: {report['return_mean']:.2f} "
           f"(std {report['return_std']:.2f}, min {report['return_min']:.2f}, max {report['return_max']:.2f})  "
@@ -418,7 +422,7 @@ def _describe_checkpoint(choice, checkpoint: dict) -> str:
     evaluation = checkpoint.get("evaluation")
     if evaluation:
         line += (f"; recorded during training: eval/return_mean {evaluation['return_mean']:.2f} over "
-                 f"{evaluation['episodes']} episodes at {evaluation['frames']} frames (--like-training replays them)")
+                 f"{evaluation['episodes']} episodes at {evaluation['frames']} frames")
     return line
 
 

@@ -1,6 +1,6 @@
 """The best and kept checkpoints of a real run (`checkpoint.keep_best`, `checkpoint.keep_every_frames`).
 
-A short cartpole-apex run evaluates every 2,500 frames. `menger eval RUN --checkpoint best --like-training` plays
+A short cartpole-apex run evaluates every 2,500 frames. `menger eval RUN --checkpoint best` plays
 the evaluator's own episodes with the best checkpoint and gets exactly the highest eval/return_mean the run wrote
 to metrics.jsonl; that checkpoint holds the very parameters the evaluator played (their digest); one checkpoint
 per 10,000 frames is kept besides keep_last; export and load_policy take the same choice; a resume from the best
@@ -43,10 +43,14 @@ def test_menger_eval_of_the_best_reproduces_the_best_recorded_evaluation(run_dir
     assert len(recorded) >= 5, recorded
     best = CheckpointManager(run_dir / "checkpoints").best()
     assert best["return_mean"] == max(recorded.values()) == recorded[best["evaluation"]]
-    assert main(["eval", str(run_dir), "--checkpoint", "best", "--like-training"]) == 0
+    assert main(["eval", str(run_dir), "--checkpoint", "best"]) == 0  # the run's own evaluation episodes
     out = capsys.readouterr().out
     assert f"checkpoint: best = step {best['step']}" in out
     assert f"mean return: {best['return_mean']:.2f}" in out, out
+    assert main(["eval", str(run_dir), "--checkpoint", "best", "--like-training"]) == 0
+    assert f"mean return: {best['return_mean']:.2f}" in capsys.readouterr().out
+    assert main(["eval", str(run_dir), "--checkpoint", "best", "--episodes", "2"]) == 0  # other episodes, asked for
+    assert "episodes: 2 " in capsys.readouterr().out
 
 
 def test_the_best_checkpoint_holds_the_parameters_the_evaluator_played(run_dir):
