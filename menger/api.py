@@ -20,6 +20,7 @@ from menger.config import from_dict, load_yaml, to_dict
 from menger.experiment import (ExperimentConfig, load_experiment_data, migrate_legacy_keys, migrate_legacy_override,
                                wrapper_spec)
 from menger.explain import ERROR_FILE, write_error_file
+from menger.extras import require_linux
 from menger.importable import MAIN, importable_name
 from menger.launch import make_launcher
 from menger.logging import JsonlLogger, LogLines, MultiLogger, TensorBoardLogger, TerminalProgress
@@ -74,7 +75,9 @@ def run_experiment(config: ExperimentConfig, run_dir: Path, *, resume: bool = Fa
     `menger.explain`); the exception is re-raised with `error_file` set to that file's path. A league of several
     learners (`league.mode: league`) trains one learner per player (`menger.launch.league`). Each start (and
     resume) records what it runs on in `RUN_DIR/system.json` (`menger.runtime.system`). `checkpoint`: what a
-    resume goes on from, latest, best or a step (`resume`)."""
+    resume goes on from, latest, best or a step (`resume`). Off Linux it is refused, saying what is missing
+    (`menger.extras.require_linux`), as the command line does."""
+    require_linux("menger.resume" if resume else "menger.train")
     config, choice, adjust = _resolve_auto(config, run_dir, resume)
     config = fit_to_env(config)  # a multi-agent env's rows in whole games, env.normalize's auto decided
     observers = list(observers)

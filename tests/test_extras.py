@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from menger.cli import main
+from menger import api
 from menger.extras import EXTRAS, MissingExtraError, UnsupportedPlatformError, missing_extra, require, require_linux
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,6 +196,9 @@ def test_training_off_linux_is_refused_with_the_reasons(tmp_path, capsys, monkey
     monkeypatch.delenv("MENGER_ALLOW_UNSUPPORTED_PLATFORM")
     with pytest.raises(UnsupportedPlatformError, match="WSL 2"):
         require_linux("menger resume")
+    with pytest.raises(UnsupportedPlatformError, match="menger.train runs on Linux"):  # the Python API too
+        api.train("cartpole-ppo", run_dir=str(tmp_path / "api-run"))
+    assert not (tmp_path / "api-run").exists()
 
 
 # Ray's own modules import it at their top: only the ray launcher and `tune --on ray` import them, after `require`
