@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train a preset or an experiment file")
     train.add_argument("experiment", nargs="?", help="a preset name (see `menger presets`) or a YAML file (optional "
                        "with --algo)")
-    train.add_argument("--algo", metavar="NAME", help="without an experiment: train the algorithm's generic preset "
+    train.add_argument("--algo", dest="algorithm", metavar="NAME", help="without an experiment: train the algorithm's generic preset "
                        "(menger train --algo ppo --env Acrobot-v1); with one: check that it trains NAME")
     train.add_argument("--env", metavar="ID", help="the env to train on (env.id): a Gymnasium id or "
                        "package.module:factory")
@@ -258,17 +258,19 @@ def _train_overrides(args) -> list[str]:
 
 def _train_experiment(args):
     """The experiment `menger train` loads: the one named, or --algo's generic preset; checked against --algo."""
+    from menger import algorithms
     from menger.config import ConfigError
     from menger.experiment import generic_preset, load_experiment
 
-    if args.experiment is None and args.algo is None:
+    if args.experiment is None and args.algorithm is None:
         raise ConfigError("menger train: name an experiment (a preset, see `menger presets`, or a YAML file), or an "
                           "algorithm to train its generic preset: menger train --algo ppo --env Acrobot-v1")
-    source = args.experiment if args.experiment is not None else generic_preset(args.algo)
+    source = args.experiment if args.experiment is not None else generic_preset(args.algorithm)
     config = load_experiment(source, _train_overrides(args))  # validates everything before starting
-    if args.algo is not None and config.algo != args.algo:
-        raise ConfigError(f"--algo {args.algo}: {source} trains with {config.algo}; leave --algo out, or give "
-                          f"another experiment (menger train --algo {args.algo} alone trains its generic preset)")
+    if args.algorithm is not None and algorithms.get(args.algorithm) is not algorithms.get(config.algo):
+        raise ConfigError(f"--algo {args.algorithm}: {source} trains with {config.algo}; leave --algo out, or give "
+                          f"another experiment (menger train --algo {args.algorithm} alone trains its generic "
+                          "preset)")
     return config
 
 

@@ -75,7 +75,7 @@ def test_each_seed_gets_the_whole_command_line_but_its_seed_and_run_dir():
     forwarded = _forwarded_train_argv(args)
     again = _train_args(*forwarded)
     assert "--seeds" not in forwarded and "--run-dir" not in forwarded and "--parallel" not in forwarded
-    for key in ("experiment", "overrides", "frames", "no_progress", "supervise", "actors", "algo", "env"):
+    for key in ("experiment", "overrides", "frames", "no_progress", "supervise", "actors", "algorithm", "env"):
         assert getattr(again, key) == getattr(args, key), key
 
 
