@@ -16,6 +16,7 @@ not work fails this test. An entry for a line the README no longer has fails it 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shlex
@@ -187,6 +188,8 @@ def leagued(ran: Ran) -> None:
     """A league run: one ordinary run directory per learner, and the league's state beside them."""
     run = ran.run_dir()
     assert (run / "league" / "state.json").exists(), "no league/state.json"
+    system = json.loads((run / "system.json").read_text())  # what it ran on, as an ordinary run records it
+    assert system["packages"]["menger"] and "train" in system["command"], system
     players = sorted(p.name for p in (run / "players").iterdir())
     assert players == ["league_exploiter_0", "main_0", "main_exploiter_0"], players
     for name in players:
