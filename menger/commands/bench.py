@@ -393,9 +393,23 @@ def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs
     return cells
 
 
+def is_experiment_file(algo: str) -> bool:
+    """Whether --algo names an experiment file of the user's (`my-apex.yaml`, `configs/apex.yml`), not a preset."""
+    return algo.endswith((".yaml", ".yml")) or "/" in algo or os.sep in algo
+
+
 def algo_folder(algo: str, published: bool) -> str:
-    """Where an algorithm's cells go in a suite's folder: the generic preset's, or with the published settings."""
-    return f"{algo}+published" if published else algo
+    """Where an algorithm's cells go in a suite's folder: the generic preset's (an experiment file's: its stem), or
+    with the published settings."""
+    name = Path(algo).stem if is_experiment_file(algo) else algo
+    return f"{name}+published" if published else name
+
+
+def _file_algorithm(path: str) -> str:
+    """The algorithm an experiment file trains (its `algo:`, or what it extends)."""
+    from menger.experiment import load_experiment
+
+    return load_experiment(path).algo
 
 
 def describe_preset(algo: str) -> tuple[str, bool, bool]:
@@ -806,7 +820,7 @@ def bench(suite_name: str, algo: str, *, seeds: Sequence[int], out: Path, envs: 
           echo: Callable[[str], None] = print) -> tuple[BenchSummary, dict[str, Path]]:
     """Plan, run what is unfinished, write the report. What `menger bench` calls."""
     suite = load_suite(suite_name)
-    if algo not in suite.algos:
+    if algo not in suite.algos and not (is_experiment_file(algo) and _file_algorithm(algo) in suite.algos):
         echo(f"note: suite {suite.name!r} is meant for {list(suite.algos)}; running {algo} anyway")
     cells = plan_cells(suite, algo, seeds, Path(out), envs=envs, frames_scale=frames_scale,
                        evaluations=evaluations, eval_episodes=eval_episodes, published=published)

@@ -10,6 +10,7 @@ import pytest
 
 from menger.commands.bench import (
     Cell,
+    bench,
     SuiteError,
     aggregate_curve,
     bootstrap_interval,
@@ -226,6 +227,23 @@ def test_published_settings_are_applied_as_overrides_only_when_asked_for(tmp_pat
     assert cells[0].overrides[:3] == ("env.id=CartPole-v1", "stop.env_frames=1000", "runtime.seed=1")
     assert "ppo.lr=0.001" in cells[0].overrides and "model.hidden=[64, 64]" in cells[0].overrides
     assert str(cells[1].run_dir).endswith("tiny/ppo+published/CartPole-v1/seed2")
+
+
+def test_an_experiment_file_of_the_users_runs_as_the_algo(tmp_path):
+    """`--algo my-apex.yaml`: the cells train the file, in a folder named by its stem, not at the file's path."""
+    experiment = tmp_path / "configs" / "my-apex.yaml"
+    experiment.parent.mkdir()
+    experiment.write_text("extends: apex\nname: my-apex\napex: {lr: 0.001}\n")
+    out = tmp_path / "out"
+    cells = plan_cells(load_suite("classic"), str(experiment), [1], out, envs=["CartPole-v1"])
+    assert [c.env for c in cells] == ["CartPole-v1"] and not cells[0].skip_reason
+    assert cells[0].run_dir == out / "classic" / "my-apex" / "CartPole-v1" / "seed1"
+    assert f"menger train {experiment} --set env.id=CartPole-v1" in cells[0].train_command()
+    lines: list[str] = []
+    summary, paths = bench("classic", str(experiment), seeds=[1], out=out, envs=["CartPole-v1"], runner=FakeRunner(),
+                           echo=lines.append)
+    assert not any("is meant for" in line for line in lines)  # it trains apex, which the suite is for
+    assert paths["table"] == out / "classic" / "my-apex" / "table.md" and experiment.read_text().startswith("extends")
 
 
 def test_a_missing_env_package_names_the_extra(tmp_path):
