@@ -412,6 +412,17 @@ def _file_algorithm(path: str) -> str:
     return load_experiment(path).algo
 
 
+def reference_key(algo: str) -> str:
+    """Whose published numbers a table stands beside: a preset's own name, or the algorithm an experiment file of
+    the user's trains (a file that is gone by the time a report is rendered: its name)."""
+    if not is_experiment_file(algo):
+        return algo
+    try:
+        return _file_algorithm(algo)
+    except (OSError, ValueError):
+        return Path(algo).stem
+
+
 def describe_preset(algo: str) -> tuple[str, bool, bool]:
     """(action family, the algorithm plays multi-agent envs, the preset names agents to learn) of the preset."""
     from menger import registry
@@ -652,7 +663,7 @@ def ratio(mean: float, reference: float | None, random: float | None) -> tuple[f
 
 def table_rows(suite: Suite, algo: str, results: Sequence[Mapping]) -> list[dict]:
     """One row per env of the suite (in its order) that has a cell: seeds, intervals, medians, reference, ratio."""
-    rows = []
+    rows, key = [], reference_key(algo)
     for entry in suite.entries:
         cells = [r for r in results if r.get("env") == entry.id]
         if not cells:
@@ -660,7 +671,7 @@ def table_rows(suite: Suite, algo: str, results: Sequence[Mapping]) -> list[dict
         done = sorted((r for r in cells if r.get("status") == "done"), key=lambda r: r["seed"])
         finals = [r["final_return"] for r in done]
         bests = [r["best_return"] for r in done]
-        reference = entry.reference.get(algo)
+        reference = entry.reference.get(key)
         random = entry.random.value if entry.random is not None else None
         mean_final = float(np.mean(finals)) if finals else float("nan")
         value, kind = ratio(mean_final, reference.value if reference else None, random)

@@ -19,7 +19,7 @@ class NormalizeConfig:
         "the run starts and saved so in its config.yaml")
     reward: Union[bool, Literal["auto"]] = field(
         False, doc="scale training rewards by the running std of the discounted return; reported episode returns "
-        "stay raw. auto: on for continuous control (Box actions) where the algorithm normalises")
+        "stay raw. auto: on where the algorithm normalises (any action space), off elsewhere")
     clip_obs: float = field(10.0, min=0.0, doc="clip normalised observations to [-x, x]")
     clip_reward: float = field(10.0, min=0.0, doc="clip scaled rewards to [-x, x]")
     gamma: Optional[float] = field(None, min=0.0, max=1.0, doc="discount of the return whose std scales rewards; "

@@ -136,8 +136,9 @@ def fit_to_env(cfg):
     * a multi-agent env's rows are games x learned agents per game: runtime.envs_per_actor is rounded to whole
       games where they do not divide it (40 rows of a game with 3 learned agents become 39, 13 games), said in the
       log, so a generic preset fits any game;
-    * `auto` in env.normalize becomes on for continuous control (Box actions; for observations, float Box ones)
-      where the algorithm normalises with one learner, off elsewhere."""
+    * `auto` in env.normalize, where the algorithm normalises with one learner: rewards are scaled for every env
+      (a return's scale is the env's, never the algorithm's: IMPALA did not learn Acrobot's -1 a step unscaled);
+      observations are normalised for continuous control (Box actions, float Box observations). Off elsewhere."""
     facts: dict = {}
     obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, *probe_deadline(cfg), facts, hand_on=True)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
@@ -148,11 +149,12 @@ def fit_to_env(cfg):
         cfg = dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, envs_per_actor=games * per_game))
     normalize = cfg.env.normalize
     if normalize.auto:
-        can = (cfg.algorithm.normalize and cfg.runtime.learner.count == 1 and cfg.learner_mode != "parameter_server"
-               and isinstance(action_space, gym.spaces.Box))
+        can = cfg.algorithm.normalize and cfg.runtime.learner.count == 1 and cfg.learner_mode != "parameter_server"
+        continuous = isinstance(action_space, gym.spaces.Box)
         flat = isinstance(obs_space, gym.spaces.Box) and obs_space.dtype != np.uint8
-        decided = dataclasses.replace(normalize, obs=(can and flat) if normalize.obs == "auto" else normalize.obs,
-                                      reward=can if normalize.reward == "auto" else normalize.reward)
+        decided = dataclasses.replace(
+            normalize, obs=(can and continuous and flat) if normalize.obs == "auto" else normalize.obs,
+            reward=can if normalize.reward == "auto" else normalize.reward)
         cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, normalize=decided))
     return cfg
 

@@ -244,6 +244,8 @@ def test_an_experiment_file_of_the_users_runs_as_the_algo(tmp_path):
                            echo=lines.append)
     assert not any("is meant for" in line for line in lines)  # it trains apex, which the suite is for
     assert paths["table"] == out / "classic" / "my-apex" / "table.md" and experiment.read_text().startswith("extends")
+    row = json.loads(paths["json"].read_text())["rows"][0]
+    assert row["reference"] == load_suite("classic").entries[0].reference["apex"].value  # apex's, what it trains
 
 
 def test_a_missing_env_package_names_the_extra(tmp_path):

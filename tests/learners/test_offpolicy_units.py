@@ -111,7 +111,7 @@ def test_ape_x_epsilons_fall_from_the_start_to_each_actors_own_over_the_runs_fir
     from menger.experiment import load_experiment
 
     config = load_experiment("apex", ["runtime.actors=2", "runtime.envs_per_actor=2", "apex.epsilon_decay_frames=1000",
-                                      "apex.epsilon_start=1.0"])
+                                      "apex.epsilon_start=1.0", "apex.epsilon_per=actor"])
     q = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), ModelConfig(hidden=(16,)), "apex")
     anneal = explore_like_apex(config, q, actor_id=1)["exploration"]
     settled = torch.tensor([apex_epsilon(1, 2)] * 2)
@@ -121,6 +121,22 @@ def test_ape_x_epsilons_fall_from_the_start_to_each_actors_own_over_the_runs_fir
     assert torch.allclose(q.epsilon, (1.0 + settled) / 2)
     anneal(10_000)
     assert torch.allclose(q.epsilon, settled)  # Ape-X's own epsilon once the decay is over
-    fixed = load_experiment("apex", ["apex.epsilon_decay_frames=0"])
+    fixed = load_experiment("apex", ["apex.epsilon_decay_frames=0", "apex.epsilon_per=actor"])
     assert explore_like_apex(fixed, q, actor_id=0) == {"exploration": None}
     assert torch.allclose(q.epsilon, torch.tensor([apex_epsilon(0, 2)] * 8))  # fixed from the first step
+
+
+def test_the_generic_apex_preset_gives_every_env_of_the_fleet_its_own_epsilon():
+    """`apex` explores per env: 2 actors x 8 envs are Ape-X's N = 16, so actor 1's envs settle on epsilons 8-15."""
+    from menger.algorithms.builders import explore_like_apex
+    from menger.experiment import load_experiment
+
+    config = load_experiment("apex")
+    assert (config.runtime.actors, config.runtime.envs_per_actor, config.apex.epsilon_per) == (2, 8, "env")
+    q = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(4), ModelConfig(hidden=(16,)), "apex")
+    anneal = explore_like_apex(config, q, actor_id=1)["exploration"]
+    anneal(0)
+    assert torch.allclose(q.epsilon, torch.ones(8))
+    anneal(config.apex.epsilon_decay_frames)  # an actor's frames are half the run's: past the decay
+    settled = torch.tensor([apex_epsilon(8 + b, 16) for b in range(8)])
+    assert torch.allclose(q.epsilon, settled) and settled[0] < 0.4 and settled[-1] == pytest.approx(0.4 ** 8)

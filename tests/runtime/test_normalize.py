@@ -198,7 +198,8 @@ def test_pendulum_ppo_normalized_reaches_minus_250_and_eval_acts_as_trained(tmp_
 
 @pytest.mark.parametrize("preset, env, algo_normalises, expected", [
     ("ppo", "Pendulum-v1", True, (True, True)),                  # continuous control: both on
-    ("ppo", "CartPole-v1", True, (False, False)),                # Discrete actions: off
+    ("ppo", "CartPole-v1", True, (False, True)),                 # Discrete actions: rewards only
+    ("impala", "Acrobot-v1", True, (False, True)),
     ("impala", "MountainCarContinuous-v0", True, (True, True)),
     ("sac", "Pendulum-v1", False, (False, False)),               # an algorithm that does not normalise: off
 ])
