@@ -13,6 +13,18 @@ def policy_network(obs_space, action_space, model, normalize=None):
     return build(obs_space, action_space, model, normalize)
 
 
+def actor_learner_network(obs_space, action_space, model, normalize=None):
+    """A3C's: the policy network, which with `env.normalize.reward` also carries the reward scale
+    (`menger.models.normalize.RewardScale`), since its actor-learners compute the loss with the version they act
+    with (a parameter server) as its learner does (allreduce)."""
+    network = policy_network(obs_space, action_space, model, normalize)
+    if normalize is not None and normalize.reward:
+        from menger.models.normalize import RewardScale
+
+        network.reward_scale = RewardScale(normalize.clip_reward)
+    return network
+
+
 def q_network(obs_space, action_space, model, normalize=None):
     """Ape-X's (and GORILA's) dueling Q network from the experiment's model section."""
     from menger.models.build import refuse_board_mirror

@@ -120,9 +120,6 @@ class _Experiment:
             if rt.inference.mode == "central":
                 problems.append("runtime.inference.mode=central: an actor-learner computes its gradient on its own "
                                 "copy of the parameters; use runtime.inference.mode=local")
-            if self.env.normalize.active:
-                problems.append("env.normalize with a parameter server: the running statistics live with one "
-                                "learner that sees every batch; unset env.normalize.obs and env.normalize.reward")
         elif rt.learner.count > 1 and algorithm.learns_from == "replay":
             problems.append(f"runtime.learner.count={rt.learner.count}: {self.algo} trains with one learner; use "
                             "runtime.learner.count=1 (or algo "

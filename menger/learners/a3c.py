@@ -4,7 +4,8 @@ Two ways to apply them, chosen by `runtime.learner.mode`:
 
 * `parameter_server` (A3C): each actor is an actor-learner. After its unroll of T steps it computes the loss on
   the parameters it acted with (`A3CGradient`), writes the flat gradient into its unroll slot beside the steps,
-  and only then sends the slot's tag. The trainer's learner is a `GradientLearner`: a sharded parameter server
+  and only then sends the slot's tag (with `env.normalize`, on the statistics the version carries: observations in
+  the network's first layer, rewards scaled by its `reward_scale`). The trainer's learner is a `GradientLearner`: a sharded parameter server
   (`menger.params.sharded`) that averages a round's gradients (sync) or steps on each as it comes (async). A
   gradient whose tag never arrived (its actor died writing it) is never read.
 * `allreduce` (A2C): actors only act; `A2CLearner` computes the same loss on a batch of their unrolls, and
@@ -53,6 +54,9 @@ class A3CGradient:
         """Fill `view["gradient"]` (flat, [P]) and `view["gradient_stats"]` from the unroll in `view`."""
         batch = {name: tensor for name, tensor in view.items() if not name.startswith("obs")}
         batch["obs"] = view["obs"] if "obs" in view else {n[4:]: t for n, t in view.items() if n.startswith("obs.")}
+        reward_scale = getattr(self.policy, "reward_scale", None)  # env.normalize.reward: the version's statistics
+        if reward_scale is not None:
+            batch["rewards"] = reward_scale(batch["rewards"])
         with torch.enable_grad():
             loss, stats = a3c_unroll_loss(self.policy, batch, self.cfg)
             grads = torch.autograd.grad(loss, self.params, allow_unused=True)

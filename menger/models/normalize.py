@@ -12,7 +12,9 @@ Who holds what:
   memory, Ray's object store, central inference, checkpoints, `load_policy`, `menger export`) carries them
   with the version, so an unroll acted with version v's statistics is scored with them too;
 * rewards are scaled by the learner only, `r / sqrt(var(ret) + eps)` clipped to +-clip (SB3's VecNormalize),
-  so reported episode returns stay raw.
+  so reported episode returns stay raw. Where the actors compute the loss (A3C's actor-learners with a parameter
+  server), the scale travels with the parameters as the observation statistics do (`RewardScale`, a parameter
+  that never trains): an actor-learner scores its unroll with the statistics of the version it acted with.
 """
 from __future__ import annotations
 
@@ -89,6 +91,31 @@ class ObsNormalizer(nn.Module):
         self.inv_std.copy_(torch.as_tensor(1.0 / np.sqrt(moments.var + eps), dtype=torch.float32))
 
 
+class RewardScale(nn.Module):
+    """`clip(r / sqrt(var(ret) + eps), -clip, clip)` for a network whose actors compute its loss: 1/std is a
+    parameter that never trains, so it reaches each actor-learner with the version. It starts as the identity."""
+
+    def __init__(self, clip: float):
+        super().__init__()
+        self.inv_std = nn.Parameter(torch.ones(()), requires_grad=False)
+        self.clip = float(clip)
+
+    def forward(self, rewards: torch.Tensor) -> torch.Tensor:
+        return (rewards * self.inv_std).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def set(self, moments: Moments, eps: float) -> None:
+        self.inv_std.fill_(float(1.0 / np.sqrt(moments.var + eps)))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """A checkpoint saved before the scale travelled with the parameters has none: the trainer's statistics
+        (saved beside it) set it again before the next version is published."""
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        missing_keys[:] = [key for key in missing_keys if key != prefix + "inv_std"]
+
+
 class RunningNormalization:
     """The authoritative statistics, in the trainer: `merge` a batch's unroll tags before the learner steps,
     `scale_rewards` the batch, `write_into` the policy before it is published."""
@@ -119,6 +146,9 @@ class RunningNormalization:
         normalizer = getattr(policy, "obs_normalizer", None)
         if normalizer is not None:
             normalizer.set(self.obs, self.cfg.epsilon)
+        reward_scale = getattr(policy, "reward_scale", None)
+        if reward_scale is not None:
+            reward_scale.set(self.ret, self.cfg.epsilon)
 
     def metrics(self) -> dict[str, float]:
         out = {}

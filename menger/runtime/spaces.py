@@ -149,7 +149,7 @@ def fit_to_env(cfg):
         cfg = dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, envs_per_actor=games * per_game))
     normalize = cfg.env.normalize
     if normalize.auto:
-        can = cfg.algorithm.normalize and cfg.runtime.learner.count == 1 and cfg.learner_mode != "parameter_server"
+        can = cfg.algorithm.normalize and cfg.runtime.learner.count == 1
         continuous = isinstance(action_space, gym.spaces.Box)
         flat = isinstance(obs_space, gym.spaces.Box) and obs_space.dtype != np.uint8
         decided = dataclasses.replace(

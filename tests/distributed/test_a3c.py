@@ -152,6 +152,59 @@ def test_the_actor_learners_gradient_is_the_learners_on_the_same_unroll():
     assert view["gradient_stats"][GRADIENT_STATS.index("loss")] == pytest.approx(float(loss.detach()))
 
 
+def test_an_actor_learner_scales_rewards_with_the_statistics_its_version_carries():
+    """With env.normalize.reward the network carries 1/std of the return (a parameter that never trains): the
+    actor-learner's gradient is the loss on rewards scaled and clipped by it, as the trainer scales a learner's."""
+    from menger.learners.a3c import a3c_unroll_loss
+    from menger.models.normalize import Moments
+
+    config = _config("env.normalize.reward=true", "env.normalize.clip_reward=2.0")
+    policy = build_policy(OBS, ACT, config.model, "a3c", config.env.normalize)
+    assert not policy.reward_scale.inv_std.requires_grad and gradient_size(policy) == gradient_size(_policy())
+    policy.reward_scale.set(Moments.of(np.array([0.0, 0.5])), eps=0.0)  # std 0.25: rewards of up to 1 become 4 -> 2
+    assert float(policy.reward_scale.inv_std) == 4.0
+    buffers = _unrolls(7, gradient=gradient_size(policy))
+    view = buffers.slot(0)
+    A3CGradient(policy, config.a3c).compute(view)
+    batch = buffers.gather([0])
+    raw_loss, _ = a3c_unroll_loss(policy, batch, config.a3c)
+    batch["rewards"] = (batch["rewards"] * 4.0).clamp(-2.0, 2.0)
+    loss, _ = a3c_unroll_loss(policy, batch, config.a3c)
+    loss.backward()
+    expected = torch.cat([p.grad.reshape(-1) for p in policy.parameters() if p.requires_grad])
+    assert torch.equal(view["gradient"], expected)
+    assert view["gradient_stats"][GRADIENT_STATS.index("loss")] == pytest.approx(float(loss.detach()))
+    assert float(loss.detach()) != pytest.approx(float(raw_loss.detach()))
+
+
+def test_a_checkpoint_saved_before_the_reward_scale_travelled_still_loads():
+    config = _config("env.normalize.reward=true")
+    policy = build_policy(OBS, ACT, config.model, "a3c", config.env.normalize)
+    old = {name: tensor for name, tensor in _policy().state_dict().items()}
+    assert "reward_scale.inv_std" not in old
+    policy.load_state_dict(old)  # strict: only the scale may be missing, and the trainer sets it again
+    with pytest.raises(RuntimeError, match="Missing key"):
+        policy.load_state_dict({name: t for name, t in old.items() if not name.endswith("bias")})
+
+
+def test_a_parameter_server_run_normalises_with_statistics_from_every_actor_learner(quiet, tmp_path):
+    from menger.checkpoint import CheckpointManager, unflatten_state
+
+    run = api.train("a3c", overrides=[*quiet, "env.id=Pendulum-v1", "runtime.launcher=processes",
+                                      "runtime.actors=2", "runtime.envs_per_actor=4", f"runtime.unroll_length={T}",
+                                      "runtime.learner.device=cpu", "checkpoint.interval_s=0",
+                                      "stop.env_frames=2048"], run_dir=tmp_path / "run")
+    checkpoint = CheckpointManager(run.run_dir / "checkpoints").load_latest()
+    state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
+    stats, model = state["normalization"], state["learner"]["model"]
+    assert stats["obs"]["count"] == stats["ret"]["count"] == state["accounts"]["accepted"] >= 2048
+    ret_var = stats["ret"]["m2"] / stats["ret"]["count"]
+    assert float(model["reward_scale.inv_std"]) == pytest.approx(1 / math.sqrt(ret_var + 1e-8), rel=1e-6)
+    obs_var = stats["obs"]["m2"] / stats["obs"]["count"]
+    np.testing.assert_allclose(model["obs_normalizer.inv_std"].numpy(), 1 / np.sqrt(obs_var + 1e-8), rtol=1e-6)
+    assert run.final_metrics["learner/updates"] > 0 and math.isfinite(run.final_metrics["learner/loss"])
+
+
 # ----- staleness ---------------------------------------------------------------------------------
 def _meta(actor: int, sequence: int, version: int) -> UnrollMeta:
     return UnrollMeta(actor, 0, sequence, version, T * 8, (), ())
@@ -200,7 +253,6 @@ def test_a_run_with_a_staleness_bound_of_zero_applies_only_fresh_gradients(quiet
     (["runtime.coordination.mode=sync"], "runtime.parameter_server.update='async'"),
     (["runtime.coordination.batch_unrolls=4"], "applies each gradient as it arrives"),
     (["runtime.inference.mode=central"], "runtime.inference.mode=central"),
-    (["env.normalize.obs=true"], "env.normalize with a parameter server"),
 ])
 def test_a_parameter_server_refuses_what_it_cannot_do_naming_the_key(extra, words):
     with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):

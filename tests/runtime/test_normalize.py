@@ -201,6 +201,8 @@ def test_pendulum_ppo_normalized_reaches_minus_250_and_eval_acts_as_trained(tmp_
     ("ppo", "CartPole-v1", True, (False, True)),                 # Discrete actions: rewards only
     ("impala", "Acrobot-v1", True, (False, True)),
     ("impala", "MountainCarContinuous-v0", True, (True, True)),
+    ("a3c", "Pendulum-v1", True, (True, True)),                  # a parameter server: the version carries them
+    ("a3c", "Acrobot-v1", True, (False, True)),
     ("sac", "Pendulum-v1", False, (False, False)),               # an algorithm that does not normalise: off
 ])
 def test_auto_normalisation_is_decided_from_the_env_and_the_algorithm_when_the_run_starts(preset, env,

@@ -7,7 +7,7 @@ from typing import Literal
 
 from menger.algorithms import Algorithm
 from menger.config import field
-from menger.algorithms.networks import policy_network
+from menger.algorithms.networks import actor_learner_network
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def _problems(config) -> list[str]:
 
 ALGORITHM = Algorithm(
     name="a3c", summary="A3C: actor-learners pushing gradients to a parameter server (A2C with allreduce)",
-    sections={"a3c": A3CConfig}, settings="a3c", network=policy_network, coordination="sync",
+    sections={"a3c": A3CConfig}, settings="a3c", network=actor_learner_network, coordination="sync",
     learner_modes=("parameter_server", "allreduce"), gamma=lambda config: config.a3c.gamma, problems=_problems,
     custom_network=True, independent_agents=True, recurrent=True, board_mirror=True,
     normalize=True, presets=("a3c", "cartpole-a3c"),
