@@ -193,6 +193,7 @@ def test_a_parameter_server_run_normalises_with_statistics_from_every_actor_lear
     run = api.train("a3c", overrides=[*quiet, "env.id=Pendulum-v1", "runtime.launcher=processes",
                                       "runtime.actors=2", "runtime.envs_per_actor=4", f"runtime.unroll_length={T}",
                                       "runtime.learner.device=cpu", "checkpoint.interval_s=0",
+                                      "env.normalize.obs=true", "env.normalize.reward=true",
                                       "stop.env_frames=2048"], run_dir=tmp_path / "run")
     checkpoint = CheckpointManager(run.run_dir / "checkpoints").load_latest()
     state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
