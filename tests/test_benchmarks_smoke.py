@@ -279,3 +279,39 @@ def test_the_cartpole_algorithms_benchmark_runs_each_preset_and_reads_its_own_cr
                        "--keep", str(tmp_path)])
     assert "| cartpole-pqn | eval/return_mean | 1 |" in text and "| cartpole-ppo | episode/return_mean | 1 |" in text
     assert "| cartpole-pqn | 1/1 |" in text and "| cartpole-ppo | 1/1 |" in text  # a target of 5 is met at once
+
+
+def test_the_suite_peers_benchmark_trains_each_cell_once_and_puts_menger_beside_sb3(tmp_path, monkeypatch, capsys):
+    """benchmarks/suite_peers.py with the SB3 worker faked: the suite's budgets and evaluation spacing reach it,
+    Box-only algorithms skip Discrete envs, a finished cell is not trained again, and the ratio is Menger's
+    normalised final against SB3's."""
+    peers = _benchmark("suite_peers")
+    specs = []
+
+    def fake_cell(python, spec, path):
+        specs.append(spec)
+        result = {"env": spec["env"], "seed": spec["seed"], "status": "done", "final_return": -600.0,
+                  "best_return": -500.0, "frames": spec["frames"], "wall_s": 1.0, "curve": [[spec["frames"], -600.0]],
+                  "load": 1.0}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result))
+        return result
+
+    monkeypatch.setattr(peers, "run_cell", fake_cell)
+    menger_table = tmp_path / "classic" / "sac" / "table.json"
+    menger_table.parent.mkdir(parents=True)
+    menger_table.write_text(json.dumps({"rows": [{"env": "Pendulum-v1", "final_mean": -200.0,
+                                                  "final_ci": [-210.0, -190.0]}]}))
+    argv = ["classic", "--algo", "sac", "--seeds", "2", "--envs", "CartPole-v1", "Pendulum-v1", "--out", str(tmp_path)]
+    out = peers.main(argv)
+    assert [(s["env"], s["seed"], s["frames"], s["interval"], s["sb3_algo"]) for s in specs] == [
+        ("Pendulum-v1", 1, 100_000, 5_000, "SAC"), ("Pendulum-v1", 2, 100_000, 5_000, "SAC")]
+    rows = {row["env"]: row for row in out["rows"]}
+    assert rows["CartPole-v1"]["skipped"] and not rows["CartPole-v1"]["seeds"]
+    pendulum = rows["Pendulum-v1"]
+    assert pendulum["seeds"] == [1, 2] and pendulum["final_mean"] == -600.0 and pendulum["menger_final_mean"] == -200.0
+    random = pendulum["random"]
+    assert pendulum["ratio"] == pytest.approx((-200.0 - random) / (-600.0 - random))
+    assert "| Pendulum-v1 | 2 | -600.0" in (tmp_path / "classic" / "sb3-sac" / "table.md").read_text()
+    peers.main(argv)
+    assert len(specs) == 2  # both cells had results: nothing trained again
