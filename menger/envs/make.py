@@ -6,8 +6,8 @@ An id is resolved in this order:
 2. ``package.module:ClassOrFactory`` names a user env: a gymnasium.Env class/factory (stepped in a loop)
    or a VectorEnv class/factory taking ``num_envs`` (used as is);
 3. anything else is a gymnasium id. An id gymnasium does not know yet makes the env providers register
-   theirs, so importing ``menger.envs`` stays cheap: ALE, and every module named by an entry point in the
-   ``menger.env_providers`` group. Menger's applications (chip placement, cluster scheduling, in
+   theirs, so importing ``menger.envs`` stays cheap: ALE and MinAtar where installed, and every module named by
+   an entry point in the ``menger.env_providers`` group. Menger's applications (chip placement, cluster scheduling, in
    ``menger.apps``, above this layer) declare theirs in pyproject.toml; any installed package can add one:
 
        [project.entry-points."menger.env_providers"]
@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import importlib.util
 import importlib.metadata
 import inspect
 from typing import Any, Callable
@@ -38,8 +39,10 @@ from menger.extras import missing_extra, require
 
 PRESETS = ("atari",)
 
-# Modules whose import registers more gymnasium ids; tried only when an id is not yet known.
-LAZY_ENV_PROVIDERS = ("ale_py",)
+# Modules whose import registers more gymnasium ids ("module", or "module:function" to call), tried only when an
+# id is not yet known, and only where their package is installed: ALE's games, and MinAtar's, which registers its
+# ids only when asked (minatar.gym.register_envs).
+LAZY_ENV_PROVIDERS = ("ale_py", "minatar.gym:register_envs")
 # The entry-point group of the packages that register more ids (see the module docstring); also tried
 # only when an id is not yet known.
 ENV_PROVIDER_GROUP = "menger.env_providers"
@@ -263,6 +266,8 @@ def _import_lazy_providers() -> list[tuple[str, str]]:
     """Import the modules that register more ids; report (not raise) their failures for the error message."""
     problems = []
     for name in env_providers():
+        if name in LAZY_ENV_PROVIDERS and importlib.util.find_spec(name.split(":")[0].split(".")[0]) is None:
+            continue  # an optional package that is not installed: nothing to register, nothing to report
         try:
             _load_provider(name)
         except Exception as exc:  # a provider under construction must not hide the real "unknown id" error

@@ -123,6 +123,37 @@ def test_an_id_a_package_registers_when_imported_resolves_as_package_colon_id(us
         sys.modules.pop("menger_test_registers", None)
 
 
+def test_a_built_in_provider_registers_by_its_function_and_one_not_installed_is_passed_over(
+        user_envs_on_path, tmp_path, monkeypatch):
+    """LAZY_ENV_PROVIDERS (ale_py, MinAtar's register_envs): a "module:function" provider is called when an id is
+    unknown; one whose package is not installed is skipped without a word in the unknown-id error."""
+    import gymnasium
+
+    from menger.envs import make
+
+    (tmp_path / "menger_test_registrar.py").write_text(
+        "import gymnasium\n"
+        "def register_envs():\n"
+        "    gymnasium.register('MengerTestRegistrar-v0', entry_point='menger_test_user_envs:CounterEnv')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(make, "LAZY_ENV_PROVIDERS", ("menger_no_such_optional_package.sub:register",
+                                                     "menger_test_registrar:register_envs"))
+    try:
+        assert make_vec_env("MengerTestRegistrar-v0", 2, seed=0).reset().shape == (2, 1)
+        with pytest.raises(UnknownEnvError) as error:
+            make_vec_env("NoSuchEnvAnywhere-v0", 2, seed=0)
+        assert "menger_no_such_optional_package" not in str(error.value)
+    finally:
+        gymnasium.registry.pop("MengerTestRegistrar-v0", None)
+        sys.modules.pop("menger_test_registrar", None)
+
+
+def test_minatar_ids_resolve_without_naming_the_package():
+    pytest.importorskip("minatar")
+    env = make_vec_env("MinAtar/Breakout-v1", 2, seed=0)
+    assert env.reset().shape == (2, 10, 10, 4)
+
+
 def test_an_entry_point_provider_that_fails_is_reported_with_the_unknown_id(tmp_path, monkeypatch):
     _install_fake_distribution(tmp_path, "[menger.env_providers]\nbroken = menger_no_such_plugin_module\n")
     monkeypatch.syspath_prepend(str(tmp_path))
