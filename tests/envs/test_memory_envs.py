@@ -1,5 +1,6 @@
 """menger/CartPoleNoVel-v0: CartPole-v1 exactly, with the velocities left out of what the agent sees."""
 import gymnasium as gym
+import pytest
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
@@ -36,3 +37,32 @@ def test_it_is_registered_vectorised_natively_and_as_a_single_env():
     obs, _ = single.reset(seed=0)
     assert obs.shape == (2,) and single.observation_space.contains(obs)
     assert single.spec.max_episode_steps == 500
+
+
+@pytest.mark.parametrize("masked_id, env_id, seen", [
+    ("menger/AcrobotNoVel-v0", "Acrobot-v1", [0, 1, 2, 3]),
+    ("menger/MountainCarNoVel-v0", "MountainCar-v0", [0]),
+    ("menger/PendulumNoVel-v0", "Pendulum-v1", [0, 1]),
+    ("menger/MountainCarContinuousNoVel-v0", "MountainCarContinuous-v0", [0]),
+])
+def test_the_masked_classic_envs_are_gymnasiums_own_step_for_step_without_their_velocities(masked_id, env_id, seen):
+    masked, full = gym.make(masked_id), gym.make(env_id)
+    assert masked.observation_space.shape == (len(seen),) and masked.action_space == full.action_space
+    obs, _ = masked.reset(seed=5)
+    reference, _ = full.reset(seed=5)
+    np.testing.assert_array_equal(obs, reference[seen].astype(np.float32))
+    full.action_space.seed(0)
+    ended = False
+    for _ in range(1000):  # past every time limit: the wrapped env's own ends the episode
+        action = full.action_space.sample()
+        obs, reward, terminated, truncated, _ = masked.step(action)
+        reference, ref_reward, ref_terminated, ref_truncated, _ = full.step(action)
+        np.testing.assert_array_equal(obs, reference[seen].astype(np.float32))
+        assert (reward, terminated, truncated) == (ref_reward, ref_terminated, ref_truncated)
+        assert obs.dtype == np.float32 and masked.observation_space.contains(obs)
+        if terminated or truncated:
+            ended = True
+            break
+    assert ended
+    vector = make_vec_env(masked_id, 3, seed=0)
+    assert vector.reset().shape == (3, len(seen))
