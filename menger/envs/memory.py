@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import gymnasium
+import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv, CartPoleVectorEnv
 from gymnasium.vector.utils import batch_space
@@ -97,8 +97,6 @@ MEMORY_ENV_IDS = ("menger/CartPoleNoVel-v0", *MASKED_VELOCITY)
 
 def register_memory_envs() -> None:
     """Make the memory tasks known to gymnasium (and so to ``make_vec_env``); safe to call twice."""
-    import gymnasium
-
     if MEMORY_ENV_IDS[0] in gymnasium.registry:
         return
     gymnasium.register("menger/CartPoleNoVel-v0", entry_point="menger.envs.memory:CartPoleNoVelEnv",
