@@ -5,9 +5,9 @@ Two ways to apply them, chosen by `runtime.learner.mode`:
 * `parameter_server` (A3C): each actor is an actor-learner. After its unroll of T steps it computes the loss on
   the parameters it acted with (`A3CGradient`), writes the flat gradient into its unroll slot beside the steps,
   and only then sends the slot's tag (with `env.normalize`, on the statistics the version carries: observations in
-  the network's first layer, rewards scaled by its `reward_scale`). The trainer's learner is a `GradientLearner`: a sharded parameter server
-  (`menger.params.sharded`) that averages a round's gradients (sync) or steps on each as it comes (async). A
-  gradient whose tag never arrived (its actor died writing it) is never read.
+  the network's first layer, rewards scaled by its `reward_scale`). The trainer's learner is a `GradientLearner`:
+  a sharded parameter server (`menger.params.sharded`) that averages a round's gradients (sync) or steps on each
+  as it comes (async). A gradient whose tag never arrived (its actor died writing it) is never read.
 * `allreduce` (A2C): actors only act; `A2CLearner` computes the same loss on a batch of their unrolls, and
   `runtime.learner.count` data-parallel learners all-reduce their gradients.
 
