@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
             if path.is_file() and json.loads(path.read_text()).get("status") == "done":
                 results.append(json.loads(path.read_text()))
                 continue
-            frames = max(1, int(entry.frames * args.frames_scale))
+            frames = max(1, int(entry.budget(args.algo) * args.frames_scale))
             spec = {"env": entry.id, "seed": seed, "frames": frames, "sb3_algo": sb3_algo,
                     "interval": max(1, frames // suite.evaluations), "imports": list(entry.imports)}
             result = run_cell(args.peer_python, spec, path)

@@ -1,6 +1,7 @@
 """`menger bench SUITE --algo A`: a generic preset across a suite of envs, seed by seed, against published numbers.
 
-A suite is data (`menger/commands/suites/<suite>.yaml`, `load_suite`): envs with a frame budget, the action type, the
+A suite is data (`menger/commands/suites/<suite>.yaml`, `load_suite`): envs with a frame budget (and an algorithm's
+own, `algo_frames`, where its reference trained longer and this machine affords it), the action type, the
 package whose import registers the id, a random policy's return and the published references with their source.
 The bench plans one cell per env x seed (`plan_cells`) and runs them one after another::
 
@@ -93,7 +94,7 @@ class Settings:
 class Entry:
     id: str
     action: str
-    frames: int
+    frames: int  # every algorithm's budget, but those in algo_frames
     imports: tuple[str, ...] = ()
     env_set: Mapping[str, object] = field(default_factory=dict)  # keys that define the task, never learning ones
     multiagent: bool = False
@@ -101,6 +102,12 @@ class Entry:
     random: RandomReturn | None = None
     settings: Mapping[str, Settings] = field(default_factory=dict)
     note: str = ""
+    # an algorithm's own budget, e.g. its reference's where this machine affords it (a3c's 1M frames take ~35 s)
+    algo_frames: Mapping[str, int] = field(default_factory=dict)
+
+    def budget(self, algo: str) -> int:
+        """The frames `algo` (a preset's name or the algorithm an experiment file trains) gets on this env."""
+        return self.algo_frames.get(algo, self.frames)
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ class Suite:
 
 
 SUITE_KEYS = {"name", "description", "algos", "entries", "note", "evaluations", "sources"}
-ENTRY_KEYS = {"id", "action", "frames", "imports", "env_set", "multiagent", "reference", "random", "settings", "note"}
+ENTRY_KEYS = {"id", "action", "frames", "algo_frames", "imports", "env_set", "multiagent", "reference", "random", "settings", "note"}
 REFERENCE_KEYS = {"value", "source", "algorithm", "frames", "env", "note"}
 RANDOM_KEYS = {"value", "source", "computed"}
 SETTINGS_KEYS = {"source", "set"}
@@ -216,6 +223,13 @@ def _entry(data, where: str, problems: list[str]) -> Entry | None:
     frames = data.get("frames")
     if not isinstance(frames, int) or isinstance(frames, bool) or frames <= 0:
         problems.append(f"{where}.frames: the frame budget, a whole number > 0, got {frames!r}")
+    algo_frames = data.get("algo_frames", {})
+    if not isinstance(algo_frames, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
+            for k, v in algo_frames.items()):
+        problems.append(f"{where}.algo_frames: a mapping of algorithm to its own frame budget, a whole number > 0 "
+                        f"(a3c: 1000000), got {algo_frames!r}")
+        algo_frames = {}
     imports = data.get("imports", [])
     if not isinstance(imports, list) or not all(isinstance(name, str) and name for name in imports):
         problems.append(f"{where}.imports: a list of modules (or module:function) whose import registers the id")
@@ -239,7 +253,7 @@ def _entry(data, where: str, problems: list[str]) -> Entry | None:
         problems.append(f"{where}: no reference: say why in a note: (what was searched, what was not found)")
     return Entry(data["id"], str(data.get("action")), frames if isinstance(frames, int) else 0, tuple(imports),
                  dict(env_set), bool(data.get("multiagent", False)), references, random, settings,
-                 str(data.get("note", "")))
+                 str(data.get("note", "")), dict(algo_frames))
 
 
 def validate_suite(data, origin: str = "suite") -> Suite:
@@ -380,9 +394,9 @@ def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs
     family, multi_agent, preset_multiagent = (describe_algo or describe_preset)(algo)
     entries = [suite.entry(env_id) for env_id in envs] if envs else list(suite.entries)
     points = evaluations if evaluations is not None else suite.evaluations
-    cells = []
+    cells, key = [], reference_key(algo)
     for entry in entries:
-        frames = max(1, int(round(entry.frames * frames_scale)))
+        frames = max(1, int(round(entry.budget(key) * frames_scale)))
         reason = skip_reason(entry, algo, family, multi_agent, preset_multiagent)
         for seed in seeds:
             run_dir = out / suite.name / algo_folder(algo, published) / env_slug(entry.id) / f"seed{seed}"

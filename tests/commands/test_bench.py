@@ -229,6 +229,21 @@ def test_published_settings_are_applied_as_overrides_only_when_asked_for(tmp_pat
     assert str(cells[1].run_dir).endswith("tiny/ppo+published/CartPole-v1/seed2")
 
 
+def test_an_algorithm_can_have_its_own_budget_on_an_env(tmp_path):
+    """`algo_frames`: a3c trains 5,000 frames where the others train the entry's 1,000; a user's file of a3c too."""
+    suite = validate_suite(tiny_suite(algo_frames={"a3c": 5000}))
+    assert suite.entries[0].budget("a3c") == 5000 and suite.entries[0].budget("ppo") == 1000
+    cells = plan_cells(suite, "a3c", [1], tmp_path, envs=["CartPole-v1"], frames_scale=0.5,
+                       describe_algo=discrete_only)
+    assert cells[0].frames == 2500 and "stop.env_frames=2500" in cells[0].overrides
+    assert "eval.interval_frames=125" in cells[0].overrides  # 20 evaluations of its own budget
+    experiment = tmp_path / "my-a3c.yaml"
+    experiment.write_text("extends: a3c\nname: my-a3c\n")
+    assert plan_cells(suite, str(experiment), [1], tmp_path, envs=["CartPole-v1"])[0].frames == 5000
+    with pytest.raises(SuiteError, match=r"algo_frames: a mapping of algorithm to its own frame budget"):
+        validate_suite(tiny_suite(algo_frames={"a3c": 0}))
+
+
 def test_an_experiment_file_of_the_users_runs_as_the_algo(tmp_path):
     """`--algo my-apex.yaml`: the cells train the file, in a folder named by its stem, not at the file's path."""
     experiment = tmp_path / "configs" / "my-apex.yaml"
