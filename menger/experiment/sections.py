@@ -12,11 +12,12 @@ from menger.config import ConfigError, field, validate
 
 @dataclass(frozen=True)
 class NormalizeConfig:
-    obs: Union[bool, Literal["auto"]] = field(
+    obs: Union[bool, Literal["auto", "vector"]] = field(
         False, doc="normalise Box observations by their running mean and std, merged over every actor (SB3's "
         "VecNormalize); the statistics are part of the policy: checkpoints, eval, export. auto: on for continuous "
-        "control (Box actions, float Box observations) where the algorithm normalises, off elsewhere; decided when "
-        "the run starts and saved so in its config.yaml")
+        "control (Box actions, float Box observations) where the algorithm normalises, off elsewhere; vector: "
+        "also on for any actions when the observation is a vector of floats (a 1-D float Box: classic control, "
+        "Box2D), never for images; decided when the run starts and saved so in its config.yaml")
     reward: Union[bool, Literal["auto"]] = field(
         False, doc="scale training rewards by the running std of the discounted return; reported episode returns "
         "stay raw. auto: on where the algorithm normalises (any action space), off elsewhere")
@@ -33,7 +34,8 @@ class NormalizeConfig:
 
     @property
     def auto(self) -> bool:
-        return "auto" in (self.obs, self.reward)
+        """Whether something is left to decide from the env when the run starts (`auto`, `vector`)."""
+        return "auto" in (self.obs, self.reward) or self.obs == "vector"
 
 
 def wrapper_spec(item) -> tuple[str, dict]:

@@ -138,7 +138,9 @@ def fit_to_env(cfg):
       log, so a generic preset fits any game;
     * `auto` in env.normalize, where the algorithm normalises with one learner: rewards are scaled for every env
       (a return's scale is the env's, never the algorithm's: IMPALA did not learn Acrobot's -1 a step unscaled);
-      observations are normalised for continuous control (Box actions, float Box observations). Off elsewhere."""
+      observations are normalised for continuous control (Box actions, float Box observations), and with `vector`
+      also for Discrete actions when they are a 1-D float vector (ppo: MountainCar learned, -200 raw). Off
+      elsewhere."""
     facts: dict = {}
     obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, *probe_deadline(cfg), facts, hand_on=True)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
@@ -152,8 +154,10 @@ def fit_to_env(cfg):
         can = cfg.algorithm.normalize and cfg.runtime.learner.count == 1
         continuous = isinstance(action_space, gym.spaces.Box)
         flat = isinstance(obs_space, gym.spaces.Box) and obs_space.dtype != np.uint8
+        vector = flat and len(obs_space.shape) == 1 and np.issubdtype(obs_space.dtype, np.floating)
+        obs = {"auto": can and continuous and flat, "vector": can and ((continuous and flat) or vector)}
         decided = dataclasses.replace(
-            normalize, obs=(can and continuous and flat) if normalize.obs == "auto" else normalize.obs,
+            normalize, obs=obs[normalize.obs] if isinstance(normalize.obs, str) else normalize.obs,
             reward=can if normalize.reward == "auto" else normalize.reward)
         cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, normalize=decided))
     return cfg

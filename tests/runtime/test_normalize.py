@@ -215,6 +215,22 @@ def test_auto_normalisation_is_decided_from_the_env_and_the_algorithm_when_the_r
     assert (decided.obs, decided.reward) == expected
 
 
+@pytest.mark.parametrize("preset, env, expected", [
+    ("ppo", "CartPole-v1", (True, True)),                        # Discrete actions, a float vector: both on
+    ("ppo", "Pendulum-v1", (True, True)),                        # continuous control, as auto
+    ("ppo", "menger/Catch-v0", (False, True)),                   # uint8 images: the CNN scales them
+    ("ppo", "menger/Memory-v0", (True, True)),
+    ("sac", "Pendulum-v1", (False, False)),                      # an algorithm that does not normalise: off
+])
+def test_vector_normalises_observations_that_are_float_vectors_whatever_the_actions(preset, env, expected):
+    from menger.runtime.spaces import fit_to_env
+
+    config = load_experiment(preset, [f"env.id={env}", "env.normalize.obs=vector", "env.normalize.reward=auto"])
+    assert not config.env.normalize.active and config.env.normalize.auto  # nothing decided yet
+    decided = fit_to_env(config).env.normalize
+    assert (decided.obs, decided.reward) == expected
+
+
 def test_auto_leaves_image_observations_alone_and_a_run_saves_what_was_decided(tmp_path, quiet):
     from menger.api import load_run_config
     from menger.runtime.spaces import fit_to_env
