@@ -33,7 +33,7 @@ def test_chains_resolve_relative_paths_and_overrides_come_last(tmp_path):
 
 def test_a_dict_may_extend_a_preset():
     data = load_experiment_data({"extends": "ppo", "env": {"id": "Acrobot-v1"}})
-    assert data["env"] == {"id": "Acrobot-v1", "normalize": {"obs": "auto", "reward": "auto"}}
+    assert data["env"] == {"id": "Acrobot-v1", "normalize": {"obs": "vector", "reward": "auto"}}
     assert data["name"] == "ppo" and "extends" not in data
 
 
