@@ -3,6 +3,7 @@ they are stopped and how they report the error that ends them, written once.
 
     stop_children(processes, conns, message=("stop",))   # ask, wait until one shared deadline, kill the rest
     report_error(conn, exc)                              # in the child: ("error", "Type: text", traceback)
+    subprocess.Popen(argv, preexec_fn=die_with_parent)   # a command's child that ends when the command dies
 
 A child is a `multiprocessing.Process` or anything with `join(timeout)`, `is_alive()` and `kill()` (an actor's
 handle). A child that ignores the request, or is stuck, is killed when the deadline passes, so shutting down never
@@ -10,9 +11,22 @@ waits longer than `deadline_s` plus a moment per child killed.
 """
 from __future__ import annotations
 
+import signal
 import time
 import traceback
 from typing import Iterable
+
+
+def die_with_parent() -> None:
+    """In a child process before it runs (`preexec_fn`): SIGTERM when its parent dies (Linux; elsewhere nothing). A
+    `menger bench` or `menger tune` that is killed leaves no child training on: the child stops as on any SIGTERM
+    (a run writes its closing checkpoint), and the command run again resumes it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def stop_children(children: Iterable, conns: Iterable = (), message: tuple | None = ("stop",), *,

@@ -59,3 +59,47 @@ def test_reporting_on_a_pipe_that_is_gone_is_silent():
     ours.close()
     theirs.close()
     report_error(theirs, RuntimeError("nobody listens"))
+
+
+def test_a_child_started_with_die_with_parent_ends_when_its_parent_is_killed(tmp_path):
+    """A parent (a bench, a tune) killed with SIGKILL: its child gets SIGTERM from the kernel and ends."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from menger.children import die_with_parent\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], preexec_fn=die_with_parent)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(60)\n")])
+    try:
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        os.kill(child, 0)  # alive while its parent is
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(child):
+            time.sleep(0.05)
+        assert not _alive(child), "the child outlived its killed parent"
+    finally:
+        parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, reaped by init soon, counts as gone)."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return os.path.exists(f"/proc/{pid}")
+

@@ -476,6 +476,7 @@ def cmd_plot(args) -> int:
 def cmd_bench(args, argv: list[str] | None = None) -> int:
     from menger.commands.bench import bench, write_report
 
+    code = 0
     if args.report:
         paths = write_report(Path(args.report))
     else:
@@ -489,9 +490,10 @@ def cmd_bench(args, argv: list[str] | None = None) -> int:
                                published=args.published_settings)
         print(f"cells: {len(summary.ran)} ran ({len(summary.failed)} failed), {len(summary.finished_before)} "
               f"finished before, {len(summary.skipped)} skipped")
+        code = summary.exit_code  # 128 + the signal's number when one stopped a cell at its checkpoint
     for name, path in paths.items():
         print(f"{name + ':':8s} {path}")
-    return 0
+    return code
 
 
 def cmd_league(args) -> int:

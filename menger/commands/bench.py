@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +37,7 @@ from typing import Callable, Iterable, Mapping, Protocol, Sequence
 import numpy as np
 import yaml
 
+from menger.children import die_with_parent
 from menger.extras import install_hint, require
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"  # package data: the wheel ships it
@@ -128,7 +130,8 @@ class Suite:
 
 
 SUITE_KEYS = {"name", "description", "algos", "entries", "note", "evaluations", "sources"}
-ENTRY_KEYS = {"id", "action", "frames", "algo_frames", "imports", "env_set", "multiagent", "reference", "random", "settings", "note"}
+ENTRY_KEYS = {"id", "action", "frames", "algo_frames", "imports", "env_set", "multiagent", "reference", "random",
+              "settings", "note"}
 REFERENCE_KEYS = {"value", "source", "algorithm", "frames", "env", "note"}
 RANDOM_KEYS = {"value", "source", "computed"}
 SETTINGS_KEYS = {"source", "set"}
@@ -471,7 +474,8 @@ class CellRunner(Protocol):
 @dataclass(frozen=True)
 class SubprocessCells:
     """Each cell in its own Python process (`python -m menger.commands.bench CELL.json`), its output in bench.log:
-    a crash, a segfault or an out-of-memory kill ends that cell only."""
+    a crash, a segfault or an out-of-memory kill ends that cell only; a bench that is killed stops its cell too
+    (`die_with_parent`), which the same command resumes."""
 
     timeout_s: float | None = None
 
@@ -482,7 +486,8 @@ class SubprocessCells:
                       f"{cell.train_command()}\n")
             log.flush()
             try:
-                return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=self.timeout_s).returncode
+                return subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, timeout=self.timeout_s,
+                                      preexec_fn=die_with_parent).returncode
             except subprocess.TimeoutExpired:
                 log.write(f"bench: the cell ran past {self.timeout_s} s and was stopped\n")
                 return 124
@@ -513,6 +518,12 @@ class BenchSummary:
     finished_before: list[Cell] = field(default_factory=list)
     failed: list[Cell] = field(default_factory=list)
     skipped: list[Cell] = field(default_factory=list)
+    stopped: Cell | None = None  # the cell a SIGTERM or SIGHUP stopped (with a checkpoint): the bench stopped there
+    exit_code: int = 0  # 128 + the signal's number when one stopped it, as `menger train`
+
+
+# a cell's exit code when a signal stopped it at a checkpoint (`cell_main`): unfinished, not failed
+STOPPED_BY_SIGNAL = {128 + signal.SIGTERM: "SIGTERM", 128 + signal.SIGHUP: "SIGHUP"}
 
 
 def run_bench(cells: Sequence[Cell], runner: CellRunner, command: str, *, retry_failed: bool = False,
@@ -543,6 +554,11 @@ def run_bench(cells: Sequence[Cell], runner: CellRunner, command: str, *, retry_
         echo(f"{where}: {'resuming' if resume else 'training'} {cell.frames} frames -> {cell.run_dir}")
         started = time.monotonic()
         code = runner.run(cell, resume)
+        if code in STOPPED_BY_SIGNAL:  # the cell wrote its checkpoint and stopped as asked: so does the bench
+            summary.stopped, summary.exit_code = cell, code
+            echo(f"{where}: stopped by {STOPPED_BY_SIGNAL[code]} with a checkpoint; run the same command again to "
+                 "resume it")
+            break
         result = cell_result(cell, code, time.monotonic() - started, command)
         _write_json(cell.run_dir / RESULT_FILE, result)
         summary.ran.append(cell)
@@ -628,11 +644,20 @@ def cell_main(argv: Sequence[str]) -> int:
             getattr(loaded, function)()
     from menger import api
     from menger.experiment import load_experiment
+    from menger.runtime import StopOnSignals
 
-    if has_checkpoint(run_dir):
-        api.resume(run_dir, log_lines=True)
-    else:
-        api.run_experiment(load_experiment(cell["algo"], list(cell["overrides"])), run_dir, log_lines=True)
+    stopper = StopOnSignals()  # as `menger train`: SIGTERM (a killed bench's, `die_with_parent`) stops at a checkpoint
+    try:
+        if has_checkpoint(run_dir):
+            api.resume(run_dir, log_lines=True, observers=[stopper])
+        else:
+            api.run_experiment(load_experiment(cell["algo"], list(cell["overrides"])), run_dir, log_lines=True,
+                               observers=[stopper])
+    finally:
+        stopper.restore()
+    if stopper.received is not None:  # stopped short of the budget: left unfinished, the next bench resumes it
+        print(f"bench: {signal.Signals(stopper.received).name}: the cell stopped with a checkpoint", file=sys.stderr)
+        return 128 + stopper.received
     _write_json(run_dir / FINAL_EVAL_FILE, final_evaluation(run_dir, cell["eval_episodes"]))
     return 0
 
@@ -856,6 +881,8 @@ def bench(suite_name: str, algo: str, *, seeds: Sequence[int], out: Path, envs: 
                                         "seeds": list(seeds), "frames_scale": frames_scale, "published_settings": published,
                                         "command": command})
     summary = run_bench(cells, runner or SubprocessCells(), command, retry_failed=retry_failed, echo=echo)
+    if summary.stopped is not None and not collect_results(algo_dir):
+        return summary, {}  # stopped before any cell finished: nothing to report yet
     return summary, write_report(algo_dir, suite, algo)
 
 

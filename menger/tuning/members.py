@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from menger.children import die_with_parent
 from menger.extras import require
 from menger.runtime import Observer
 from menger.runtime.stopping import TrainingFailed
@@ -137,7 +138,7 @@ class ProcessMembers:
             # dies is sent SIGTERM (it checkpoints and exits) instead of training on as an orphan
             worker = subprocess.Popen([sys.executable, "-m", "menger.tuning.members", "--worker"], stdin=subprocess.PIPE,
                                       stdout=logfile, stderr=subprocess.STDOUT, start_new_session=True,
-                                      preexec_fn=_die_with_parent, text=True)
+                                      preexec_fn=die_with_parent, text=True)
         finally:
             logfile.close()
         self.workers[member] = worker
@@ -205,16 +206,6 @@ class ProcessMembers:
                 worker.kill()
                 worker.wait()
         self.workers, self.running = {}, {}
-
-
-def _die_with_parent() -> None:
-    """In a member process before it runs: SIGTERM when its parent (the tune) dies (Linux; elsewhere nothing)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 class MemberWorker:

@@ -201,6 +201,21 @@ def test_rerunning_skips_finished_cells_and_resumes_a_killed_one(tmp_path):
     assert len(summary.finished_before) == 3
 
 
+def test_a_cell_stopped_by_a_signal_is_left_to_resume_and_the_bench_stops(tmp_path):
+    class Stopped(FakeRunner):
+        def run(self, cell: Cell, resume: bool) -> int:
+            self.calls.append((cell.env, cell.seed, resume))
+            return 128 + 15  # SIGTERM: cell_main stopped the run at a checkpoint
+
+    cells, lines = plan(tmp_path), []
+    runner = Stopped()
+    summary = run_bench(cells, runner, "cmd", echo=lines.append)
+    assert runner.calls == [("CartPole-v1", 1, False)] and summary.stopped is cells[0] and not summary.failed
+    assert summary.exit_code == 143
+    assert not (cells[0].run_dir / "result.json").exists()  # unfinished: the next bench resumes it
+    assert "stopped by SIGTERM with a checkpoint; run the same command again to resume it" in lines[-1]
+
+
 def test_a_failed_cell_is_recorded_and_the_bench_goes_on(tmp_path):
     suite = tiny_suite()
     suite["entries"].insert(0, {"id": "Acrobot-v1", "action": "discrete", "frames": 10, "note": "none"})
@@ -288,3 +303,21 @@ def test_one_real_cell_trains_evaluates_and_resumes_as_done(tmp_path):
     assert main(argv) == 0  # finished: skipped, the report written again
     assert (tmp_path / "classic/ppo/curves.png").is_file()
     assert main(["bench", "--report", str(tmp_path / "classic/ppo")]) == 0
+
+
+def test_the_bench_starts_each_cell_to_end_with_the_bench(tmp_path, monkeypatch):
+    import subprocess
+
+    from menger.children import die_with_parent
+    from menger.commands import bench
+
+    seen = {}
+
+    def fake_run(argv, **kwargs):
+        seen.update(kwargs)
+        return subprocess.CompletedProcess(argv, 0)
+
+    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    cell = bench.Cell("tiny", "ppo", "CartPole-v1", 1, 1000, tmp_path, ("env.id=CartPole-v1",), (), 10, "")
+    assert bench.SubprocessCells().run(cell, resume=False) == 0
+    assert seen["preexec_fn"] is die_with_parent
