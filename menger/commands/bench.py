@@ -823,7 +823,7 @@ def draw_curves(suite: Suite, algo: str, results: Sequence[Mapping]):
         grid, mean, low, high = aggregate_curve([r["curve"] for r in done])
         axes.plot(grid, mean, color="tab:blue", label=f"{algo}, {len(done)} seeds")
         axes.fill_between(grid, low, high, color="tab:blue", alpha=0.2)
-        reference = entry.reference.get(algo)
+        reference = entry.reference.get(reference_key(algo))
         if reference is not None:
             axes.axhline(reference.value, color="tab:green", linestyle="--", label=f"reference {reference.value:g}")
         if entry.random is not None:

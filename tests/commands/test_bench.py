@@ -15,6 +15,8 @@ from menger.commands.bench import (
     aggregate_curve,
     bootstrap_interval,
     check_imports,
+    collect_results,
+    draw_curves,
     load_suite,
     plan_cells,
     ratio,
@@ -276,6 +278,9 @@ def test_an_experiment_file_of_the_users_runs_as_the_algo(tmp_path):
     assert paths["table"] == out / "classic" / "my-apex" / "table.md" and experiment.read_text().startswith("extends")
     row = json.loads(paths["json"].read_text())["rows"][0]
     assert row["reference"] == load_suite("classic").entries[0].reference["apex"].value  # apex's, what it trains
+    figure = draw_curves(load_suite("classic"), str(experiment), collect_results(out / "classic" / "my-apex"))
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    assert f"reference {row['reference']:g}" in labels  # the curves stand beside the same reference
 
 
 def test_a_missing_env_package_names_the_extra(tmp_path):
