@@ -139,8 +139,8 @@ def fit_to_env(cfg):
     * `auto` in env.normalize, where the algorithm normalises with one learner: rewards are scaled for every env
       (a return's scale is the env's, never the algorithm's: IMPALA did not learn Acrobot's -1 a step unscaled);
       observations are normalised for continuous control (Box actions, float Box observations), and with `vector`
-      also for Discrete actions when they are a 1-D float vector (ppo: MountainCar learned, -200 raw). Off
-      elsewhere."""
+      also for Discrete actions when the observation is a 1-D float vector (ppo: MountainCar learned, -200 raw).
+      Off elsewhere."""
     facts: dict = {}
     obs_space, action_space = probe_spaces(cfg.env, cfg.runtime.seed, *probe_deadline(cfg), facts, hand_on=True)
     rows, per_game = cfg.runtime.envs_per_actor, facts["rows_per_game"]
