@@ -23,6 +23,8 @@ class SharedParameters:
             self.flat.share_memory_()
             self._control.share_memory_()
         self.reads = 0
+        self._shapes: tuple | None = None  # of the module last published or read: `_views` of `flat` fit them
+        self._views: list[torch.Tensor] = []
 
     @property
     def nbytes(self) -> int:
@@ -31,12 +33,32 @@ class SharedParameters:
     def version(self) -> int:
         return int(self._control[1])
 
+    def views_of(self, flat: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor] | None:
+        """Views of `flat` shaped as `params`, in order (cached for `self.flat`), or None when the parameters are
+        not all float32 on the CPU (they then go through one flat vector)."""
+        if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in params):
+            return None
+        shapes = tuple(p.shape for p in params)
+        if flat is self.flat and shapes == self._shapes:
+            return self._views
+        views = list(torch.split(flat, [p.numel() for p in params]))
+        views = [v.view(shape) for v, shape in zip(views, shapes)]
+        if flat is self.flat:
+            self._shapes, self._views = shapes, views
+        return views
+
     def publish(self, module: nn.Module, version: int) -> None:
-        vector = parameters_to_vector([p.detach() for p in module.parameters()]).to("cpu", torch.float32)
-        self._control[0] += 1
-        self.flat.copy_(vector)
-        self._control[1] = version
-        self._control[0] += 1
+        params = [p.detach() for p in module.parameters()]
+        views = self.views_of(self.flat, params)
+        vector = None if views is not None else parameters_to_vector(params).to("cpu", torch.float32)
+        control = self._control.numpy()  # a view: NumPy's scalar writes cost less than torch's indexing
+        control[0] += 1
+        if views is not None:  # one fused copy of every tensor, no flat vector in between (the learner publishes often)
+            torch._foreach_copy_(views, params)
+        else:
+            self.flat.copy_(vector)
+        control[1] = version
+        control[0] += 1
 
     def read_into(self, module: nn.Module, timeout_s: float = 10.0) -> int:
         """Copy the newest parameters into `module`; returns their version."""
@@ -53,6 +75,11 @@ class SharedParameters:
                 raise TimeoutError("parameter read kept racing the learner's writes for %.0f s" % timeout_s)
             time.sleep(0)
         with torch.no_grad():
-            vector_to_parameters(local, module.parameters())
+            params = list(module.parameters())
+            views = self.views_of(local, params)
+            if views is not None:
+                torch._foreach_copy_(params, views)
+            else:
+                vector_to_parameters(local, params)
         self.reads += 1
         return version
