@@ -150,6 +150,8 @@ def format_rows(suite_name: str, algo: str, sb3_algo: str, rows: list[dict], com
         if r.get("skipped") or not r["seeds"]:
             continue
         ratio_text = "–" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        if r["ratio_kind"] == "reference at random":
+            ratio_text = "– (SB3 at random)"
         lines.append(f"| {r['env']} | {len(r['seeds'])} | {cell(r['final_mean'], r['final_ci'])} | "
                      f"{cell(r['best_mean'], r['best_ci'])} | {int(r['frames_median']):,} | {r['wall_s_median']:.0f} | "
                      f"{num(r['random'])} | {cell(r['menger_final_mean'], r['menger_final_ci'])} | {ratio_text} |")

@@ -317,3 +317,20 @@ def test_the_suite_peers_benchmark_trains_each_cell_once_and_puts_menger_beside_
     assert "| Pendulum-v1 | 2 | -600.0" in (tmp_path / "classic" / "sb3-sac" / "table.md").read_text()
     peers.main(argv)
     assert len(specs) == 2  # both cells had results: nothing trained again
+
+
+def test_the_suite_peers_table_gives_no_ratio_where_sb3_ended_at_random():
+    """SB3's PPO at MountainCar's -200, a random policy's return: no scale to measure Menger against, so the
+    ratio is left out and says why, instead of Menger's final divided by SB3's."""
+    peers = _benchmark("suite_peers")
+    from menger.commands.bench import load_suite
+
+    suite = load_suite("classic")
+    sb3_row = {"env": "MountainCar-v0", "seeds": [1, 2, 3], "status": "done"}
+    results = [{**sb3_row, "seed": s, "final_return": -200.0, "best_return": -200.0, "frames": 300_000,
+                "wall_s": 1.0, "curve": [[300_000, -200.0]]} for s in (1, 2, 3)]
+    rows = peers.peer_rows(suite, "ppo", results, {"MountainCar-v0": {"final_mean": -106.9,
+                                                                       "final_ci": [-111.0, -101.4]}})
+    assert rows[0]["ratio"] is None and rows[0]["ratio_kind"] == "reference at random"
+    table = peers.format_rows("classic", "ppo", "PPO", rows, "python benchmarks/suite_peers.py classic --algo ppo")
+    assert "| -106.9 [-111.0, -101.4] | – (SB3 at random) |" in table

@@ -691,11 +691,14 @@ def bootstrap_interval(values: Sequence[float], level: float = 0.95, resamples: 
 
 
 def ratio(mean: float, reference: float | None, random: float | None) -> tuple[float | None, str]:
-    """(mean - random) / (reference - random), "normalized"; mean / reference, "plain", without a random return
-    (or one equal to the reference); None without a reference."""
+    """(mean - random) / (reference - random), "normalized"; mean / reference, "plain", without a random return;
+    None without a reference, and None, "reference at random" where the reference is a random policy's return
+    (a peer that learned nothing: no scale to measure against, and mean / reference would mislead)."""
     if reference is None or not math.isfinite(mean):
         return None, ""
-    if random is not None and reference != random:
+    if random is not None:
+        if reference == random:
+            return None, "reference at random"
         return (mean - random) / (reference - random), "normalized"
     return (mean / reference, "plain") if reference != 0 else (None, "")
 
@@ -765,6 +768,8 @@ def format_table(suite: Suite, algo: str, rows: Sequence[Mapping]) -> str:
             reference = (f"{_fmt(row['reference'])} ({row['reference_algorithm'] or algo}{at}; "
                          f"[{row['reference_source']['title']}]({row['reference_source']['url']}))")
         ratio_text = _fmt(row["ratio"], 3) + ("*" if row["ratio_kind"] == "plain" else "")
+        if row["ratio_kind"] == "reference at random":
+            ratio_text = "– (reference at random)"
         lines.append(f"| {row['env']} | {seeds} | {final} | {best} | {_fmt(row['frames_median'])} | "
                      f"{_fmt(row['wall_s_median'])} | {_fmt(row['random'])} | {reference} | {ratio_text} |")
     return "\n".join(lines) + "\n"

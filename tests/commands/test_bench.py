@@ -96,6 +96,9 @@ def test_ratio_is_normalized_by_random_or_plain_without_it():
     assert ratio(260.0, 500.0, 20.0) == (0.5, "normalized")
     assert ratio(250.0, 500.0, None) == (0.5, "plain")
     assert ratio(250.0, None, 20.0) == (None, "")
+    # a reference that is a random policy's return (SB3 stuck at MountainCar's -200) has no scale: no ratio,
+    # not mean / reference
+    assert ratio(-106.9, -200.0, -200.0) == (None, "reference at random")
 
 
 def fabricated(env: str, seed: int, final: float, best: float, status: str = "done") -> dict:
