@@ -23,7 +23,7 @@ class SharedParameters:
             self.flat.share_memory_()
             self._control.share_memory_()
         self.reads = 0
-        self._shapes: tuple | None = None  # of the module last published or read: `_views` of `flat` fit them
+        self._shapes: tuple | None = None  # of the module last published: `_views` of `flat` fit them
         self._views: list[torch.Tensor] = []
 
     @property
