@@ -326,9 +326,8 @@ def test_the_suite_peers_table_gives_no_ratio_where_sb3_ended_at_random():
     from menger.commands.bench import load_suite
 
     suite = load_suite("classic")
-    sb3_row = {"env": "MountainCar-v0", "seeds": [1, 2, 3], "status": "done"}
-    results = [{**sb3_row, "seed": s, "final_return": -200.0, "best_return": -200.0, "frames": 300_000,
-                "wall_s": 1.0, "curve": [[300_000, -200.0]]} for s in (1, 2, 3)]
+    results = [{"env": "MountainCar-v0", "status": "done", "seed": s, "final_return": -200.0, "best_return": -200.0,
+                "frames": 300_000, "wall_s": 1.0, "curve": [[300_000, -200.0]]} for s in (1, 2, 3)]
     rows = peers.peer_rows(suite, "ppo", results, {"MountainCar-v0": {"final_mean": -106.9,
                                                                        "final_ci": [-111.0, -101.4]}})
     assert rows[0]["ratio"] is None and rows[0]["ratio_kind"] == "reference at random"

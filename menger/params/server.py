@@ -33,7 +33,7 @@ class SharedParameters:
     def version(self) -> int:
         return int(self._control[1])
 
-    def views_of(self, flat: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor] | None:
+    def _views_of(self, flat: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor] | None:
         """Views of `flat` shaped as `params`, in order (cached for `self.flat`), or None when the parameters are
         not all float32 on the CPU (they then go through one flat vector)."""
         if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in params):
@@ -49,14 +49,12 @@ class SharedParameters:
 
     def publish(self, module: nn.Module, version: int) -> None:
         params = [p.detach() for p in module.parameters()]
-        views = self.views_of(self.flat, params)
-        vector = None if views is not None else parameters_to_vector(params).to("cpu", torch.float32)
+        views = self._views_of(self.flat, params)  # one fused copy of every tensor, no flat vector in between
+        if views is None:  # another dtype or device: one vector, made before the write begins
+            views, params = [self.flat], [parameters_to_vector(params).to("cpu", torch.float32)]
         control = self._control.numpy()  # a view: NumPy's scalar writes cost less than torch's indexing
         control[0] += 1
-        if views is not None:  # one fused copy of every tensor, no flat vector in between (the learner publishes often)
-            torch._foreach_copy_(views, params)
-        else:
-            self.flat.copy_(vector)
+        torch._foreach_copy_(views, params)
         control[1] = version
         control[0] += 1
 
@@ -76,7 +74,7 @@ class SharedParameters:
             time.sleep(0)
         with torch.no_grad():
             params = list(module.parameters())
-            views = self.views_of(local, params)
+            views = self._views_of(local, params)
             if views is not None:
                 torch._foreach_copy_(params, views)
             else:
