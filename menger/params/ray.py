@@ -22,7 +22,8 @@ from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from menger.params.sharded import ParameterShard, check_layout, clip_scale, shard_bounds, views_of, weighted_sum
+from menger.params.server import views_of
+from menger.params.sharded import ParameterShard, check_layout, clip_scale, shard_bounds, weighted_sum
 
 GET_TIMEOUT_S = 60.0  # bound of every fetch of an object that is known to be ready (or of a small control call)
 

@@ -14,6 +14,15 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 
+def views_of(flat: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Views of the 1-D `flat` shaped as `params`, one after another (the layout of parameters_to_vector)."""
+    views, offset = [], 0
+    for p in params:
+        views.append(flat[offset:offset + p.numel()].view(p.shape))
+        offset += p.numel()
+    return views
+
+
 class SharedParameters:
     def __init__(self, module: nn.Module, shared: bool = True):
         n = sum(p.numel() for p in module.parameters())
@@ -41,8 +50,7 @@ class SharedParameters:
         shapes = tuple(p.shape for p in params)
         if flat is self.flat and shapes == self._shapes:
             return self._views
-        views = list(torch.split(flat, [p.numel() for p in params]))
-        views = [v.view(shape) for v, shape in zip(views, shapes)]
+        views = views_of(flat, params)
         if flat is self.flat:
             self._shapes, self._views = shapes, views
         return views

@@ -48,6 +48,7 @@ import torch
 
 from menger.children import report_error, stop_children
 from menger.forking import FORK_GATE
+from menger.params.server import views_of
 
 
 def shard_bounds(sizes: list[int], shards: int) -> list[tuple[int, int]]:
@@ -408,14 +409,6 @@ def _stop_shards(processes: list, conns: list, owner: int) -> None:
     stop_children(processes, conns, ("stop", 0), reap_s=5.0)
     processes.clear()
     conns.clear()
-
-
-def views_of(flat: torch.Tensor, params: list[torch.Tensor]) -> list[torch.Tensor]:
-    views, offset = [], 0
-    for p in params:
-        views.append(flat[offset:offset + p.numel()].view(p.shape))
-        offset += p.numel()
-    return views
 
 
 def _own_tensors(value):
