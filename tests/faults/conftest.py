@@ -19,12 +19,14 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from menger.experiment import ExperimentConfig, load_experiment
+from menger.forking import FORK_GATE
 from menger.launch import make_launcher
 from menger.runtime import Trainer, TrainResult
 
@@ -95,6 +97,14 @@ class TrainerInThread:
     def updates(self) -> int:
         learner = getattr(self.trainer, "learner", None)
         return learner.updates if learner is not None else 0
+
+    def describe(self) -> str:
+        """Where the run stands, for a wait that timed out: ended (and how), or the trainer thread's stack."""
+        if self.finished:
+            return f"the run had ended: {self.error!r}" if self.error is not None else "the run had ended normally"
+        frame = sys._current_frames().get(self._thread.ident)
+        stack = "".join(traceback.format_stack(frame)[-8:]) if frame is not None else "(no frame)\n"
+        return f"the run was still going; its trainer thread was at:\n{stack}"
 
     def abort(self) -> None:
         """Teardown of a test that failed with the run still going: the loop stops at its next turn the way a
@@ -171,7 +181,6 @@ class FaultHarness:
         self._processes: list[subprocess.Popen] = []
 
     config = staticmethod(small_config)
-    wait_until = staticmethod(wait_until)
     run_menger = staticmethod(run_menger)
     child_pids = staticmethod(child_pids)
     process_gone = staticmethod(process_gone)
@@ -181,6 +190,16 @@ class FaultHarness:
         run = TrainerInThread(config, run_dir or self.tmp_path / "run", resume=resume, observers=observers)
         self._runs.append(run)
         return run
+
+    def wait_until(self, condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.002) -> float:
+        """`wait_until`, and a timeout says what each run of the test was doing (a rare failure explains itself)."""
+        try:
+            return wait_until(condition, timeout_s, what, poll_s)
+        except AssertionError as timeout:
+            runs = "\n".join(f"run {i}: {run.describe()}" for i, run in enumerate(self._runs))
+            working, forks, forking = FORK_GATE.state()
+            raise AssertionError(f"{timeout}\n{runs}\nfork gate: {working} working sections, {forks} forks waiting, "
+                                 f"forking={forking}") from None
 
     def start_menger(self, *args: str, log_path: Path) -> subprocess.Popen:
         process = start_menger(*args, log_path=log_path)
