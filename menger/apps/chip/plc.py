@@ -39,6 +39,7 @@ class PlcHeader:
     overlap_threshold: float = 0.004
     blockages: tuple[Blockage, ...] = ()
     recorded: dict = dataclasses.field(default_factory=dict)  # e.g. {"wirelength_cost": 0.0497}
+    node_counts: dict = dataclasses.field(default_factory=dict)  # of the netlist it was made for: {"soft macro": 782}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -73,6 +74,12 @@ _RECORDED = {
     "congestion_cost": re.compile(rf"^Congestion cost\s*:\s*{_NUMBER}"),
     "density_cost": re.compile(rf"^Density cost\s*:\s*{_NUMBER}"),
 }
+# "Counts of node types" in Circuit Training's headers: the netlist the placement was made for
+_NODE_COUNTS = {"hard macro": re.compile(rf"^HARD_MACROs\s*:\s*{_NUMBER}"),
+                "soft macro": re.compile(rf"^SOFT_MACROs\s*:\s*{_NUMBER}"),
+                "port": re.compile(rf"^PORTs\s*:\s*{_NUMBER}"),
+                "stdcell": re.compile(rf"^STDCELLs\s*:\s*{_NUMBER}")}
+_COUNT_LABELS = {"hard macro": "HARD_MACROs", "soft macro": "SOFT_MACROs", "port": "PORTs", "stdcell": "STDCELLs"}
 _BLOCKAGE = re.compile(rf"Blockage\s*:\s*{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}\s+{_NUMBER}")
 
 
@@ -80,6 +87,7 @@ def parse_header(lines: list[str]) -> PlcHeader:
     """Read the `#` lines; a header without Columns/Rows or Width/Height cannot define the grid."""
     values: dict = {}
     recorded: dict = {}
+    node_counts: dict = {}
     blockages = []
     for line in lines:
         text = line.lstrip("#").strip()
@@ -91,6 +99,10 @@ def parse_header(lines: list[str]) -> PlcHeader:
             match = pattern.search(text)
             if match:
                 recorded[key] = float(match.group(1))
+        for kind, pattern in _NODE_COUNTS.items():
+            match = pattern.search(text)
+            if match:
+                node_counts[kind] = int(float(match.group(1)))
         match = _BLOCKAGE.search(text)
         if match:
             blockages.append(Blockage(*(float(g) for g in match.groups())))
@@ -101,7 +113,7 @@ def parse_header(lines: list[str]) -> PlcHeader:
     for integer in ("columns", "rows", "smoothing"):
         if integer in values:
             values[integer] = int(values[integer])
-    return PlcHeader(**values, blockages=tuple(blockages), recorded=recorded)
+    return PlcHeader(**values, blockages=tuple(blockages), recorded=recorded, node_counts=node_counts)
 
 
 def parse_plc_text(text: str) -> Placement:
@@ -144,6 +156,9 @@ def format_header(header: PlcHeader) -> list[str]:
         f"# Overlap threshold : {header.overlap_threshold!r}",
     ]
     lines += [f"# Blockage : {b.x_min!r} {b.y_min!r} {b.x_max!r} {b.y_max!r} {b.rate!r}" for b in header.blockages]
+    if header.node_counts:
+        lines += ["# Counts of node types:"]
+        lines += [f"# {_COUNT_LABELS[kind]} : {count}" for kind, count in header.node_counts.items()]
     return lines + ["# node_index x y orientation fixed"]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from menger.apps.chip.canvas import Grid
 from menger.apps.chip.costs import CostModel, Layout, ProxyCost
-from menger.apps.chip.netlist import HARD_MACRO, PORT, SOFT_MACRO, STDCELL, Netlist, load_netlist
+from menger.apps.chip.netlist import HARD_MACRO, KIND_NAMES, PORT, SOFT_MACRO, STDCELL, Netlist, load_netlist
 from menger.apps.chip.plc import Placement, PlcHeader, load_plc
 
 DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
@@ -71,6 +71,42 @@ class ChipProblem:
         return Placement(header, nodes.copy(), layout.x[nodes].copy(), layout.y[nodes].copy(), orientation, fixed.copy())
 
 
+PLACEABLE = (HARD_MACRO, SOFT_MACRO, PORT, STDCELL)
+
+
+def check_placement_fits(placement: Placement, net: Netlist, plc: pathlib.Path, netlist: pathlib.Path) -> None:
+    """Refuse, before anything is computed, a placement made for another netlist (e.g. another clustering of
+    the same design): node counts in its header that differ from the netlist's, or body lines that name a
+    node the netlist lacks, a pin, or one node twice. The message names both sides' counts."""
+    ours = {KIND_NAMES[kind]: int((net.kind == kind).sum()) for kind in PLACEABLE}
+    index = placement.node_index
+    inside = index[(index >= 0) & (index < net.num_nodes)]
+    problems = []
+    theirs = placement.header.node_counts
+    if any(ours[kind] != count for kind, count in theirs.items()):
+        problems.append("its header says it was made for " + _counts({k: theirs[k] for k in ours if k in theirs}))
+    if len(inside) < len(index):
+        outside = np.setdiff1d(index, inside)
+        problems.append(f"{len(outside)} of its {len(index)} body lines name nodes the netlist lacks (e.g. node "
+                        f"{int(outside.max())}; the netlist's nodes are 0 to {net.num_nodes - 1})")
+    pins = inside[~np.isin(net.kind[inside], PLACEABLE)]
+    if len(pins):
+        problems.append(f"{len(pins)} of its body lines name pins, which are not placed (e.g. node {int(pins[0])})")
+    values, counts = np.unique(index, return_counts=True)
+    if (counts > 1).any():
+        problems.append(f"node {int(values[counts > 1][0])} has {int(counts.max())} body lines")
+    if problems:
+        body = _counts({KIND_NAMES[kind]: int((net.kind[inside] == kind).sum()) for kind in PLACEABLE})
+        raise ValueError(f"placement {plc} does not match netlist {netlist}: " + "; ".join(problems)
+                         + f"; its body places {body} of the netlist's {_counts(ours)}. Pass the netlist the placement "
+                         "was made for (another clustering of the same design has other soft macros), or a placement "
+                         "made for this one")
+
+
+def _counts(by_kind: dict[str, int]) -> str:
+    return ", ".join(f"{count} {kind}s" for kind, count in by_kind.items())
+
+
 def load_problem(netlist: str | pathlib.Path, plc: str | pathlib.Path | None = None) -> ChipProblem:
     """Load a design; without `plc`, the initial.plc beside the netlist supplies grid and positions."""
     netlist_path = resolve_netlist(netlist)
@@ -80,6 +116,7 @@ def load_problem(netlist: str | pathlib.Path, plc: str | pathlib.Path | None = N
             raise FileNotFoundError(f"no .plc given and none at {plc}; pass plc=... with the grid header")
     placement = load_plc(plc)
     net = load_netlist(str(netlist_path))
+    check_placement_fits(placement, net, pathlib.Path(plc), netlist_path)
     model = CostModel(net, placement.header)
     initial = model.initial_layout(placement)
     hard = net.indices_of(HARD_MACRO)

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from menger.apps.chip import data_path, load_problem
+from menger.cli import main
 from menger.apps.chip.netlist import HARD_MACRO, MACRO_PIN, PORT, SOFT_MACRO, load_netlist, parse_netlist_text
 from menger.apps.chip.plc import format_plc, load_plc, parse_plc_text
 
@@ -49,6 +50,7 @@ def test_plc_header_fields():
     assert header.smoothing == 0
     assert header.recorded == {"wirelength": 3219216.09, "wirelength_cost": 0.0497, "congestion_cost": 0.7128,
                                "density_cost": 0.6067}
+    assert header.node_counts == {"hard macro": 133, "port": 495, "soft macro": 782, "stdcell": 0}
     blocked = load_plc(data_path("simple_grouped_with_coords_with_blockage") / "initial.plc").header
     assert [(b.x_min, b.y_max, b.rate) for b in blocked.blockages] == [(0, 10, 1.0), (490, 500, 1.0)]
 
@@ -65,6 +67,52 @@ def test_plc_round_trip(name):
 def test_plc_without_grid_is_refused():
     with pytest.raises(ValueError, match="Columns"):
         parse_plc_text("# Width : 1 Height : 1\n")
+
+
+def ariane_plc_text(old: str = "", new: str = "", extra_lines: str = "") -> str:
+    text = (data_path("ariane133_ng45") / "initial.plc").read_text()
+    assert old in text
+    return text.replace(old, new) + extra_lines
+
+
+def write_ariane_plc(tmp_path, **edits):
+    path = tmp_path / "other.plc"
+    path.write_text(ariane_plc_text(**edits))
+    return path
+
+
+def test_placement_for_another_clustering_is_refused_naming_both_counts(tmp_path):
+    # as a placement of another clustering of Ariane133 reads: 810 soft macros, nodes past the netlist's last
+    plc = write_ariane_plc(tmp_path, old="# SOFT_MACROs     :       782", new="# SOFT_MACROs     :       810",
+                           extra_lines="19888 10.0 10.0 N 0\n")
+    with pytest.raises(ValueError) as refused:
+        load_problem("ariane133_ng45", plc)
+    message = str(refused.value)
+    assert "does not match netlist" in message and "810 soft macros" in message and "782 soft macros" in message
+    assert "node 19888" in message and "0 to 19886" in message
+    assert "133 hard macros" in message and "495 ports" in message
+
+
+@pytest.mark.parametrize("extra, why", [("19888 10.0 10.0 N 0\n", "nodes the netlist lacks"),
+                                        ("496 10.0 10.0 N 0\n", "name pins"),  # node 496 of Ariane133 is a macro pin
+                                        ("0 10.0 10.0 - 1\n", "node 0 has 2 body lines")])
+def test_placement_whose_body_does_not_fit_is_refused_without_header_counts(tmp_path, extra, why):
+    text = "".join(line for line in ariane_plc_text().splitlines(keepends=True) if "MACROs " not in line
+                   and "PORTs " not in line and "STDCELLs " not in line)
+    (tmp_path / "bare.plc").write_text(text + extra)
+    assert load_plc(tmp_path / "bare.plc").header.node_counts == {}
+    with pytest.raises(ValueError, match=why):
+        load_problem("ariane133_ng45", tmp_path / "bare.plc")
+    (tmp_path / "fits.plc").write_text(text)  # the same header and body without the bad line: accepted
+    assert load_problem("ariane133_ng45", tmp_path / "fits.plc").movable.size == 133
+
+
+def test_cost_command_refuses_a_mismatched_placement_with_exit_status_1(tmp_path, capsys):
+    plc = write_ariane_plc(tmp_path, extra_lines="19888 10.0 10.0 N 0\n")
+    assert main(["cost", "ariane133_ng45", str(plc)]) == 1
+    captured = capsys.readouterr()
+    assert "does not match netlist" in captured.err and "782 soft macros" in captured.err
+    assert "wirelength" not in captured.out  # refused before anything was computed
 
 
 def test_packaged_name_and_missing_name():
