@@ -448,32 +448,57 @@ class RunPlayer:
             policy.generator = torch.Generator().manual_seed(int(seed))
 
     def act(self, observation: Any, action_mask: npt.ArrayLike | None = None, agent: str | None = None) -> Any:
+        return self.policy.act(self._rows([observation], [action_mask], [agent]), self.deterministic)[0]
+
+    def priors_and_values(self, observations: Sequence[Any], action_masks: Sequence[Any],
+                          agents: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
+        """For a batch of positions: the policy's probabilities over the actions (illegal ones 0) [n, A] and its
+        value [n] from the view of the agent to move (what search at play time asks of the network)."""
+        from menger.models import obs_to_tensors
+
+        network = self.policy.network
+        if network.lstm_size:
+            raise ValueError("search needs a feed-forward policy: this run's network is recurrent")
+        rows = obs_to_tensors(self._rows(observations, action_masks, agents))
+        with torch.no_grad():
+            logits, values, _ = network({key: value.float() for key, value in rows.items()})
+        return torch.softmax(logits, -1).numpy(), values.numpy()
+
+    def _rows(self, observations: Sequence[Any], action_masks: Sequence[Any], agents: Sequence[str | None]) -> dict:
+        """The policy's input for a batch of one agent's observations in PettingZoo's format."""
         from menger.envs.multiagent import AGENT_KEY, CRITIC_KEY, MASK_KEY, OBS_KEY
 
-        if isinstance(observation, dict) and OBS_KEY in observation:
-            action_mask = observation.get(MASK_KEY, action_mask)
-            observation = observation[OBS_KEY]
-        row = {OBS_KEY: np.asarray(observation)[None]}
+        obs, masks = [], []
+        for observation, action_mask in zip(observations, action_masks):
+            if isinstance(observation, dict) and OBS_KEY in observation:
+                action_mask = observation.get(MASK_KEY, action_mask)
+                observation = observation[OBS_KEY]
+            obs.append(np.asarray(observation))
+            masks.append(action_mask)
+        n = len(obs)
+        rows = {OBS_KEY: np.stack(obs)}
         for key, sub in self.space.spaces.items():
             if key == MASK_KEY:
-                mask = np.ones(sub.shape, np.int8) if action_mask is None else np.asarray(action_mask)
-                row[key] = mask[None]
+                rows[key] = np.stack([np.ones(sub.shape, np.int8) if mask is None else np.asarray(mask)
+                                      for mask in masks])
             elif key == AGENT_KEY:
-                index = next((side.index(agent) for side in self.sides if agent in side), 0)
-                row[key] = np.eye(sub.shape[0], dtype=np.float32)[index][None]
-            elif key == CRITIC_KEY:  # the value function's input: acting does not read it
-                row[key] = np.zeros((1, *sub.shape), np.float32)
-        return self.policy.act(row, self.deterministic)[0]
+                index = [next((side.index(agent) for side in self.sides if agent in side), 0) for agent in agents]
+                rows[key] = np.eye(sub.shape[0], dtype=np.float32)[index]
+            elif key == CRITIC_KEY:  # the centralised critic's input: acting does not read it
+                rows[key] = np.zeros((n, *sub.shape), np.float32)
+        return rows
 
     def reset(self) -> None:
         self.policy.reset_state()
 
 
 def run_player(run_dir: str | Path, policy: str | None = None, allow_import: Sequence[str] = (), seed: int = 0,
-               deterministic: bool | None = None) -> RunPlayer:
+               deterministic: bool | None = None, search: int = 0) -> Any:
     """The newest policy of a multi-agent run as a `RunPlayer`. A league run has one per learner: `policy` names
     it (default: its first main agent). ``deterministic=True``: it takes its most likely action; ``False``: it
-    samples, from a generator seeded by `seed`; ``None``: as its config's `env.multiagent.match_actions` says."""
+    samples, from a generator seeded by `seed`; ``None``: as its config's `env.multiagent.match_actions` says.
+    ``search=N``: a `menger.search.SearchPlayer` that plays through PUCT search of N simulations a move, with the
+    policy's prior and value (Connect Four, Tic-Tac-Toe: its `act` needs the game's env as `env=`)."""
     from menger.envs import make_vec_env
     from menger.launch.league import player_dirs
 
@@ -496,4 +521,9 @@ def run_player(run_dir: str | Path, policy: str | None = None, allow_import: Seq
                          "menger eval instead")
     if deterministic is None:
         deterministic = cfg.env.multiagent.match_actions == "most_likely"
-    return RunPlayer(loaded, sides, deterministic, seed)
+    player = RunPlayer(loaded, sides, deterministic, seed)
+    if search:
+        from menger.search import SearchPlayer
+
+        return SearchPlayer(player, search)
+    return player

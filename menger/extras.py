@@ -30,6 +30,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "export": ("onnx", "onnxruntime"),
     "wandb": ("wandb",),
     "suites": ("Box2D", "mujoco", "minatar"),
+    "openspiel": ("pyspiel",),  # the openspiel:mcts opponent of menger match
 }
 UNSUPPORTED_PLATFORM_OK = "MENGER_ALLOW_UNSUPPORTED_PLATFORM"  # =1: try anyway (nothing is promised)
 

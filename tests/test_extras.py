@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DISTRIBUTION = {"ale_py": "ale-py", "pygame": "pygame", "matplotlib": "matplotlib", "imageio": "imageio",
                 "imageio_ffmpeg": "imageio-ffmpeg", "optuna": "optuna", "ray": "ray", "onnx": "onnx",
                 "onnxruntime": "onnxruntime", "wandb": "wandb", "Box2D": "box2d", "mujoco": "mujoco",
-                "minatar": "minatar"}
+                "minatar": "minatar", "pyspiel": "open_spiel"}
 OPTIONAL_MODULES = sorted({module for modules in EXTRAS.values() for module in modules})
 TINY_TRAIN = ["--set", "stop.env_frames=1", "--set", "stop.target_return=null", "--set", "checkpoint.interval_s=0",
               "--no-progress"]

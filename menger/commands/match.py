@@ -9,7 +9,8 @@
 A player is anything with `act(observation, action_mask) -> action` (`Player`): the observation is the agent's
 own (for a dict observation with an "observation" entry, that entry), the action mask the legal actions (from
 the observation dict or the agent's info; all ones for a Discrete space without one). Its `reset()`, if it has
-one, is called at the start of every game.
+one, is called at the start of every game. A player whose `act` also takes `agent=` is told which agent acts,
+and one that takes `env=` is handed the live env (a searching player clones its state from it; none steps it).
 
 The game loop (PettingZoo's AEC API; a ParallelEnv is played through `parallel_to_aec`):
 
@@ -33,6 +34,7 @@ import importlib
 import inspect
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -177,16 +179,20 @@ def play_game(env, player, opponent, seats: dict[str, list[str]], player_seat: s
                              "check that the env ends its games")
         acting = player if agent in mine else opponent
         observed = _observation_and_mask(observation, info, env.action_space(agent))
-        env.step(acting.act(*observed, agent=agent) if _wants_agent(acting) else acting.act(*observed))
+        env.step(acting.act(*observed, **_told(acting, agent=agent, env=env)))
     return _outcome(player_seat, totals, outcomes)
 
 
-def _wants_agent(player) -> bool:
-    """A player whose `act` takes `agent=` (a trained team policy that tells teammates apart) is told who acts."""
+def _told(player, **facts) -> dict:
+    """What of `facts` the player's `act` takes: `agent=` (a trained team policy that tells teammates apart is
+    told who acts), `env=` (a player that searches clones the game's state from it; it must not step it)."""
     try:
-        return "agent" in inspect.signature(player.act).parameters
+        parameters = inspect.signature(player.act).parameters
     except (TypeError, ValueError):
-        return False
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):  # act(..., **facts): all of them
+        return facts
+    return {name: value for name, value in facts.items() if name in parameters}
 
 
 def _observation_and_mask(observation, info, action_space):
@@ -300,7 +306,7 @@ class RandomPlayer:
 
 
 def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy: str | None = None,
-                  stochastic: bool | None = None, env_kwargs: dict | None = None):
+                  stochastic: bool | None = None, env_kwargs: dict | None = None, search: int = 0):
     """A player from its spec (the first argument of `menger match` is read the same way):
 
     * ``random``: a legal action uniformly at random;
@@ -312,9 +318,23 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
       deterministic policies play only one game per seat), and by default as the run's
       ``env.multiagent.match_actions`` says;
     * ``package.module:Factory``: any object with ``act(observation, action_mask)``, built as
-      ``Factory(seed=seed)`` or ``Factory()``; imported only if its module is in ``allow_import`` (or Menger's).
+      ``Factory(seed=seed)`` or ``Factory()``; imported only if its module is in ``allow_import`` (or Menger's);
+    * ``openspiel:mcts:SIMULATIONS``: OpenSpiel's MCTS bot with random rollouts (``pip install
+      "menger-rl[openspiel]"``), for Connect Four and Tic-Tac-Toe (``menger.search.openspiel``).
+
+    ``search=N`` (a run directory only): the run's network plays through PUCT search of N simulations a move
+    (``menger.search``).
     """
     spec = str(spec)
+    if search and not Path(spec).is_dir():
+        raise MatchError(f"--search N guides a search with a trained network: give a run directory, not {spec!r}")
+    if spec.startswith("openspiel:"):
+        from menger.search.openspiel import openspiel_bot
+
+        try:
+            return openspiel_bot(spec[len("openspiel:"):], env_id, seed)
+        except ValueError as exc:
+            raise MatchError(str(exc)) from exc
     if policy is not None and not Path(spec).is_dir():
         raise MatchError(f"--policy names a policy of a run directory; {spec!r} is a bot, which has none")
     if spec == "random":
@@ -325,11 +345,11 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
         return env_bot(spec[len("bot:"):], env_id, seed, env_kwargs)
     if Path(spec).is_dir():
         deterministic = None if stochastic is None else not stochastic
-        return run_player(spec, policy, allow_import, seed, deterministic=deterministic)
+        return run_player(spec, policy, allow_import, seed, deterministic=deterministic, search=search)
     if ":" in spec:
         return imported_player(spec, seed, allow_import)
-    raise MatchError(f"unknown player {spec!r}: give random, alphabeta:DEPTH, bot:NAME, a run directory or "
-                     "package.module:Factory" + (f" (no directory {spec!r} exists)" if "/" in spec else ""))
+    raise MatchError(f"unknown player {spec!r}: give random, alphabeta:DEPTH, bot:NAME, openspiel:mcts:N, a run "
+                     "directory or package.module:Factory" + (f" (no directory {spec!r} exists)" if "/" in spec else ""))
 
 
 def bot_module(env_id: str) -> str:
@@ -373,13 +393,14 @@ def imported_player(spec: str, seed: int = 0, allow_import=()):
 _construct = bots.construct
 
 
-def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0, deterministic: bool | None = None):
+def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0, deterministic: bool | None = None,
+               search: int = 0):
     """A trained Menger run as a player (`menger.api.run_player`)."""
     from menger import api
 
     try:
         return api.run_player(run_dir, policy=policy, allow_import=tuple(allow_import), seed=seed,
-                              deterministic=deterministic)
+                              deterministic=deterministic, search=search)
     except (ValueError, FileNotFoundError) as exc:
         raise MatchError(f"{run_dir} cannot be loaded as a player: {exc}") from exc
 
@@ -399,6 +420,29 @@ def match_env(player_spec: str, env_id: str | None, allow_import=()) -> tuple[st
     raise MatchError(f"the player {player_spec!r} is a bot, which plays any env: name the game with --env ENV_ID, "
                      "e.g. --env pettingzoo.classic.connect_four_v3:env (or, if it is a run directory, there is "
                      "none at that path)")
+
+
+class Timed:
+    """A player whose moves are timed (`seconds`: each move's wall-clock time)."""
+
+    def __init__(self, player):
+        self.player, self.seconds = player, []
+
+    def act(self, observation, action_mask, **facts):
+        start = time.perf_counter()
+        action = self.player.act(observation, action_mask, **_told(self.player, **facts))
+        self.seconds.append(time.perf_counter() - start)
+        return action
+
+    def reset(self) -> None:
+        if callable(getattr(self.player, "reset", None)):
+            self.player.reset()
+
+
+def move_times(player: "Timed", opponent: "Timed") -> dict[str, float]:
+    """The median seconds a move of each side took, for the match's report."""
+    return {f"{who}_move_s": float(np.median(side.seconds)) for who, side in (("player", player),
+                                                                              ("opponent", opponent)) if side.seconds}
 
 
 def format_result(result: MatchResult, title: str) -> str:

@@ -1,0 +1,167 @@
+"""Monte-Carlo tree search with a policy-value network (AlphaZero's PUCT), on any turn-based game's state.
+
+A state is anything with the `GameState` methods: it can be cloned and stepped, says whose move it is, which
+actions are legal, and when the game is over, each seat's outcome. `evaluate(states)` gives, for a batch of leaf
+states, the network's prior over actions and its value in [-1, 1] from the view of the seat to move there.
+
+One simulation walks from the root by PUCT,
+
+    a* = argmax_a  Q(s, a) + c_puct * P(s, a) * sqrt(N(s)) / (1 + N(s, a))
+
+with Q from the view of the seat to move at s (0 for an action not yet tried), expands the leaf it reaches, and
+backs its value up the path, negated at each step where the seat to move changes (a game's terminal states
+are scored by their outcome, not by the network). `batch` leaves are gathered per network call: a virtual loss
+(one visit that lost) on each path sends the next walk elsewhere, and is taken back before the real values are
+added. With `batch=1` this is sequential PUCT exactly.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Protocol, Sequence
+
+import numpy as np
+
+
+class GameState(Protocol):
+    """A position of a turn-based game, as search needs it."""
+
+    def clone(self) -> "GameState": ...
+
+    def step(self, action: int) -> None: ...
+
+    def to_move(self) -> Hashable: ...
+
+    def legal(self) -> np.ndarray:
+        """A 0/1 mask over the actions."""
+
+    def terminal(self) -> bool: ...
+
+    def outcome(self, seat: Hashable) -> float:
+        """The final result for `seat` in [-1, 1], once `terminal()`."""
+
+
+Evaluate = Callable[[Sequence[GameState]], tuple[np.ndarray, np.ndarray]]  # -> priors [n, A], values [n]
+
+
+@dataclass
+class Node:
+    """A state in the tree: the seat to move, the prior and statistics of each legal action, its children."""
+
+    seat: Hashable
+    actions: np.ndarray           # the legal actions
+    prior: np.ndarray             # P(s, a) over `actions`, summing to 1
+    visits: np.ndarray = field(init=False)   # N(s, a)
+    value_sum: np.ndarray = field(init=False)  # W(s, a), from `seat`'s view
+    children: dict = field(default_factory=dict)  # index into actions -> Node, or a terminal value (float)
+
+    def __post_init__(self):
+        self.visits = np.zeros(len(self.actions))
+        self.value_sum = np.zeros(len(self.actions))
+
+    def choose(self, c_puct: float) -> int:
+        """The PUCT choice (an index into `actions`); ties go to the first, as argmax takes them."""
+        total = self.visits.sum()
+        q = np.divide(self.value_sum, self.visits, out=np.zeros_like(self.value_sum), where=self.visits > 0)
+        u = c_puct * self.prior * math.sqrt(total) / (1.0 + self.visits)
+        return int(np.argmax(q + u))
+
+
+@dataclass
+class SearchResult:
+    """The root's legal actions, their visit counts and mean values (root seat's view), and the root value."""
+
+    actions: np.ndarray
+    visits: np.ndarray
+    q: np.ndarray
+    root_value: float
+
+    def policy(self, num_actions: int) -> np.ndarray:
+        """The visit distribution over all `num_actions` actions (what AlphaZero trains its policy towards)."""
+        out = np.zeros(num_actions)
+        out[self.actions] = self.visits / self.visits.sum()
+        return out
+
+    def best(self) -> int:
+        """The most visited action (ties: the higher mean value, then the first)."""
+        top = np.flatnonzero(self.visits == self.visits.max())
+        return int(self.actions[top[np.argmax(self.q[top])]])
+
+
+class MCTS:
+    def __init__(self, evaluate: Evaluate, simulations: int = 100, c_puct: float = 1.25, batch: int = 8,
+                 virtual_loss: float = 1.0):
+        if simulations < 1 or batch < 1:
+            raise ValueError(f"simulations ({simulations}) and batch ({batch}) must be at least 1")
+        self.evaluate, self.simulations, self.c_puct = evaluate, simulations, c_puct
+        self.batch, self.virtual_loss = batch, virtual_loss
+
+    def search(self, state: GameState) -> SearchResult:
+        if state.terminal():
+            raise ValueError("the game is over: there is no move to search for")
+        (prior,), (value,) = self.evaluate([state])
+        root = self._node(state, prior)
+        done = 0
+        while done < self.simulations:
+            paths, leaves = [], []
+            for _ in range(min(self.batch, self.simulations - done)):
+                path, leaf_state, terminal_value = self._descend(root, state)
+                done += 1
+                if terminal_value is not None:  # a game end: its outcome, no network call
+                    self._backup(path, terminal_value)
+                else:
+                    self._apply_virtual_loss(path)
+                    paths.append(path)
+                    leaves.append(leaf_state)
+            if not leaves:
+                continue
+            priors, values = self.evaluate(leaves)
+            for path, leaf_state, leaf_prior, leaf_value in zip(paths, leaves, priors, values):
+                self._apply_virtual_loss(path, undo=True)
+                node, index = path[-1]
+                if index not in node.children:  # two walks of one batch may reach the same new leaf: one node
+                    node.children[index] = self._node(leaf_state, leaf_prior)
+                self._backup(path, float(leaf_value), leaf_state.to_move())
+        q = np.divide(root.value_sum, root.visits, out=np.zeros_like(root.value_sum), where=root.visits > 0)
+        return SearchResult(root.actions, root.visits.copy(), q, float(value))
+
+    # ----- internals ----------------------------------------------------------------------------------------
+    @staticmethod
+    def _node(state: GameState, prior: np.ndarray) -> Node:
+        actions = np.flatnonzero(np.asarray(state.legal()))
+        p = np.asarray(prior, dtype=np.float64)[actions]
+        p = p / p.sum() if p.sum() > 0 else np.full(len(actions), 1.0 / len(actions))
+        return Node(state.to_move(), actions, p)
+
+    def _descend(self, root: Node, state: GameState):
+        """Walk from the root to a new leaf or a game end: (path of (node, index)), the leaf's state, and the
+        terminal value from the view of the last node's seat when the walk ended the game."""
+        node, walker, path = root, state.clone(), []
+        while True:
+            index = node.choose(self.c_puct)
+            path.append((node, index))
+            walker.step(int(node.actions[index]))
+            child = node.children.get(index)
+            if walker.terminal():
+                outcome = walker.outcome(node.seat)
+                node.children[index] = outcome
+                return path, walker, outcome
+            if not isinstance(child, Node):
+                return path, walker, None
+            node = child
+
+    def _backup(self, path, value: float, leaf_seat=None) -> None:
+        """Add `value` up the path. It is from `leaf_seat`'s view (None: from the last node's seat's view, as a
+        terminal outcome is); it changes sign wherever the seat to move differs."""
+        seat = path[-1][0].seat if leaf_seat is None else leaf_seat
+        for node, index in reversed(path):
+            if node.seat != seat:
+                value, seat = -value, node.seat
+            node.visits[index] += 1
+            node.value_sum[index] += value
+
+    def _apply_virtual_loss(self, path, undo: bool = False) -> None:
+        sign = -1.0 if undo else 1.0
+        for node, index in path:
+            node.visits[index] += sign
+            node.value_sum[index] -= sign * self.virtual_loss
