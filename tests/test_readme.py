@@ -277,6 +277,13 @@ COMMANDS: dict[str, Entry] = {
         "10 games, not 100",
         run="menger match runs/c4-league --policy main_exploiter_0 --opponent runs/c4 --stochastic --games 10",
         check=matched(10)),
+    "menger match runs/c4 --opponent openspiel:mcts:400 --games 200 --seed 100000": Entry(
+        "4 games against 100 simulations, not 200 against 400",
+        run="menger match runs/c4 --opponent openspiel:mcts:100 --games 4 --seed 100000", check=matched(4)),
+    "menger match runs/c4 --opponent openspiel:mcts:400 --games 200 --seed 100000 --search 400": Entry(
+        "2 games searching 50 simulations against 100, not 200 searching 400 against 400",
+        run="menger match runs/c4 --opponent openspiel:mcts:100 --games 2 --seed 100000 --search 50",
+        check=matched(2)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent random --games 400": Entry(
         "", check=matched(400)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent alphabeta:1 --games 100 --json":
