@@ -50,8 +50,9 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # with the schema at layer 1) and its builder (learner and actor parts, with the workers at layer 2).
     # The registry loads every algorithm by name only, so the models, learners and experiment can ask it without
     # importing the folders that import them.
+    # search is tree search over a game's state with the network handed in: numpy and the games, nothing above
     (1, "components", ("menger.envs", "menger.models", "menger.losses", "menger.logging", "menger.checkpoint",
-                       "menger.experiment", "menger.registry", "menger.algorithms")),
+                       "menger.experiment", "menger.registry", "menger.algorithms", "menger.search")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
                     "menger.replay", "menger.league", "menger.algorithms.builders", "menger.algorithms.*.builder",
                     "menger.algorithms.*.learning")),
