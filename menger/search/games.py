@@ -37,7 +37,7 @@ class PettingZooState:
             self.raw = _raw
             return
         raw = getattr(env, "unwrapped", env)
-        if type(raw).__module__ not in SEARCHABLE:
+        if not searchable(raw):
             games = ", ".join(f"{name} ({module.rsplit('.', 1)[0]})" for module, name in SEARCHABLE.items())
             raise ValueError(f"search cannot clone {type(raw).__module__}.{type(raw).__name__}: it searches the "
                              f"perfect-information games whose state it can copy: {games}")
