@@ -332,7 +332,7 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
         from menger.search.openspiel import openspiel_bot
 
         try:
-            return openspiel_bot(spec[len("openspiel:"):], env_id, seed)
+            return openspiel_bot(spec[len("openspiel:"):], _env_module(env_id), seed)
         except ValueError as exc:
             raise MatchError(str(exc)) from exc
     if policy is not None and not Path(spec).is_dir():

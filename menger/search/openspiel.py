@@ -17,26 +17,21 @@ import numpy as np
 
 from menger.extras import require
 
-# PettingZoo module -> OpenSpiel game name
-GAMES = {"pettingzoo.classic.connect_four_v3": "connect_four", "pettingzoo.classic.tictactoe_v3": "tic_tac_toe"}
+# the module that defines the PettingZoo env (its `_v3` module, or the raw env's for a registry id) -> OpenSpiel's game
+GAMES = {"pettingzoo.classic.connect_four_v3": "connect_four", "pettingzoo.classic.connect_four.connect_four":
+         "connect_four", "pettingzoo.classic.tictactoe_v3": "tic_tac_toe",
+         "pettingzoo.classic.tictactoe.tictactoe": "tic_tac_toe"}
 
 
-def openspiel_game(env_id: str) -> str:
-    module = env_id.partition(":")[0]
-    aliases = {"classic/connect_four-v3": "connect_four", "classic/tictactoe-v3": "tic_tac_toe"}
-    if module in GAMES:
-        return GAMES[module]
-    if env_id in aliases:
-        return aliases[env_id]
-    raise ValueError(f"OpenSpiel's bots play Connect Four and Tic-Tac-Toe here ({', '.join(GAMES)}), not {env_id!r}")
-
-
-def openspiel_bot(spec: str, env_id: str, seed: int = 0) -> "OpenSpielBot":
-    """`mcts:SIMULATIONS` for the game of `env_id`."""
+def openspiel_bot(spec: str, env_module: str, seed: int = 0) -> "OpenSpielBot":
+    """`mcts:SIMULATIONS` for the game that `env_module` defines (`menger.commands.match` resolves registry ids)."""
     kind, _, count = spec.partition(":")
     if kind != "mcts" or not count.isdigit() or int(count) < 1:
         raise ValueError(f"unknown OpenSpiel bot {spec!r}: give openspiel:mcts:SIMULATIONS, e.g. openspiel:mcts:400")
-    return OpenSpielBot(openspiel_game(env_id), int(count), seed)
+    if env_module not in GAMES:
+        raise ValueError(f"OpenSpiel's bots play Connect Four and Tic-Tac-Toe here "
+                         f"(pettingzoo.classic.connect_four_v3, tictactoe_v3), not {env_module}")
+    return OpenSpielBot(GAMES[env_module], int(count), seed)
 
 
 class OpenSpielBot:

@@ -55,3 +55,9 @@ def test_the_command_searches_with_a_run_and_reports_time_per_move(tmp_path, mon
     report = json.loads(capsys.readouterr().out)
     assert report["search"] == 100 and report["wins"] + report["draws"] + report["losses"] == 4
     assert report["player_move_s"] > report["opponent_move_s"] > 0
+
+
+def test_openspiel_bot_plays_a_pettingzoo_registry_id():
+    pytest.importorskip("pyspiel")
+    bot = make_opponent("openspiel:mcts:10", "classic/connect_four-v3", seed=0)
+    assert bot.game.get_type().short_name == "connect_four"
