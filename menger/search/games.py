@@ -33,6 +33,7 @@ class PettingZooState:
     never stepped by search)."""
 
     def __init__(self, env: Any, *, _raw: Any = None):
+        self._observed = None  # the seat to move's observation, read once per position
         if _raw is not None:
             self.raw = _raw
             return
@@ -48,13 +49,16 @@ class PettingZooState:
 
     def step(self, action: int) -> None:
         self.raw.step(int(action))
+        self._observed = None
 
     def to_move(self) -> Hashable:
         return self.raw.agent_selection
 
     def observe(self) -> dict:
         """The seat to move's observation, as PettingZoo gives it ({"observation", "action_mask"})."""
-        return self.raw.observe(self.raw.agent_selection)
+        if self._observed is None:
+            self._observed = self.raw.observe(self.raw.agent_selection)
+        return self._observed
 
     def legal(self) -> np.ndarray:
         return np.asarray(self.observe()["action_mask"])

@@ -16,9 +16,10 @@ added. With `batch=1` this is sequential PUCT exactly.
 """
 from __future__ import annotations
 
+import gc
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Protocol, Sequence
+from typing import Any, Callable, Hashable, Protocol, Sequence
 
 import numpy as np
 
@@ -54,6 +55,7 @@ class Node:
     visits: np.ndarray = field(init=False)   # N(s, a)
     value_sum: np.ndarray = field(init=False)  # W(s, a), from `seat`'s view
     children: dict = field(default_factory=dict)  # index into actions -> Node, or a terminal value (float)
+    state: Any = None             # the position, so a walk clones and steps once, from its leaf's parent
 
     def __post_init__(self):
         self.visits = np.zeros(len(self.actions))
@@ -97,33 +99,60 @@ class MCTS:
         self.batch, self.virtual_loss = batch, virtual_loss
 
     def search(self, state: GameState) -> SearchResult:
-        if state.terminal():
+        return self.search_many([state])[0]
+
+    def search_many(self, states: Sequence[GameState], *, noise: tuple[float, float] | None = None,
+                    rng: np.random.Generator | None = None) -> list[SearchResult]:
+        """One search from each of `states` (games played side by side), their leaves evaluated together: each
+        round walks `batch` times from every root and makes one `evaluate` call for all the leaves reached.
+        `noise` = (alpha, fraction): AlphaZero's exploration at the roots, P = (1 - fraction) P + fraction
+        Dirichlet(alpha), drawn from `rng`."""
+        if any(state.terminal() for state in states):
             raise ValueError("the game is over: there is no move to search for")
-        (prior,), (value,) = self.evaluate([state])
-        root = self._node(state, prior)
+        collecting = gc.isenabled()  # the trees hold thousands of objects and no cycles (refcounts free them):
+        gc.disable()                 # the cyclic collector would walk them again at every few hundred new ones
+        try:
+            return self._search_many(states, noise, rng)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _search_many(self, states, noise, rng) -> list[SearchResult]:
+        priors, values = self.evaluate(states)
+        roots = [self._node(state, prior) for state, prior in zip(states, priors)]
+        if noise is not None:
+            alpha, fraction = noise
+            rng = rng if rng is not None else np.random.default_rng()
+            for root in roots:
+                root.prior = (1.0 - fraction) * root.prior + fraction * rng.dirichlet(np.full(len(root.actions), alpha))
         done = 0
         while done < self.simulations:
             paths, leaves = [], []
-            for _ in range(min(self.batch, self.simulations - done)):
-                path, leaf_state, terminal_value = self._descend(root, state)
-                done += 1
-                if terminal_value is not None:  # a game end: its outcome, no network call
-                    self._backup(path, terminal_value)
-                else:
-                    self._apply_virtual_loss(path)
-                    paths.append(path)
-                    leaves.append(leaf_state)
+            walks = min(self.batch, self.simulations - done)
+            for _ in range(walks):
+                for root, state in zip(roots, states):
+                    path, leaf_state, terminal_value = self._descend(root, state)
+                    if terminal_value is not None:  # a game end: its outcome, no network call
+                        self._backup(path, terminal_value)
+                    else:
+                        self._apply_virtual_loss(path)
+                        paths.append(path)
+                        leaves.append(leaf_state)
+            done += walks
             if not leaves:
                 continue
-            priors, values = self.evaluate(leaves)
-            for path, leaf_state, leaf_prior, leaf_value in zip(paths, leaves, priors, values):
+            leaf_priors, leaf_values = self.evaluate(leaves)
+            for path, leaf_state, leaf_prior, leaf_value in zip(paths, leaves, leaf_priors, leaf_values):
                 self._apply_virtual_loss(path, undo=True)
                 node, index = path[-1]
                 if index not in node.children:  # two walks of one batch may reach the same new leaf: one node
                     node.children[index] = self._node(leaf_state, leaf_prior)
                 self._backup(path, float(leaf_value), leaf_state.to_move())
-        q = np.divide(root.value_sum, root.visits, out=np.zeros_like(root.value_sum), where=root.visits > 0)
-        return SearchResult(root.actions, root.visits.copy(), q, float(value))
+        out = []
+        for root, value in zip(roots, values):
+            q = np.divide(root.value_sum, root.visits, out=np.zeros_like(root.value_sum), where=root.visits > 0)
+            out.append(SearchResult(root.actions, root.visits.copy(), q, float(value)))
+        return out
 
     # ----- internals ----------------------------------------------------------------------------------------
     @staticmethod
@@ -131,24 +160,29 @@ class MCTS:
         actions = np.flatnonzero(np.asarray(state.legal()))
         p = np.asarray(prior, dtype=np.float64)[actions]
         p = p / p.sum() if p.sum() > 0 else np.full(len(actions), 1.0 / len(actions))
-        return Node(state.to_move(), actions, p)
+        return Node(state.to_move(), actions, p, state=state)
 
     def _descend(self, root: Node, state: GameState):
-        """Walk from the root to a new leaf or a game end: (path of (node, index)), the leaf's state, and the
-        terminal value from the view of the last node's seat when the walk ended the game."""
-        node, walker, path = root, state.clone(), []
+        """Walk from the root to a new leaf or a game end: (path of (node, index)), the leaf's state (None at a
+        game end), and the terminal value from the view of the last node's seat when the walk ended the game.
+        Only the last step is played: from a clone of the position its node keeps."""
+        node, path = root, []
         while True:
             index = node.choose(self.c_puct)
             path.append((node, index))
-            walker.step(int(node.actions[index]))
             child = node.children.get(index)
+            if isinstance(child, Node):
+                node = child
+                continue
+            if child is not None:  # a game end found before: its outcome
+                return path, None, child
+            walker = node.state.clone()
+            walker.step(int(node.actions[index]))
             if walker.terminal():
                 outcome = walker.outcome(node.seat)
                 node.children[index] = outcome
-                return path, walker, outcome
-            if not isinstance(child, Node):
-                return path, walker, None
-            node = child
+                return path, None, outcome
+            return path, walker, None
 
     def _backup(self, path, value: float, leaf_seat=None) -> None:
         """Add `value` up the path. It is from `leaf_seat`'s view (None: from the last node's seat's view, as a
