@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import inspect
 import logging
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -51,6 +52,7 @@ BUILT_IN = {
     "r2d2": "menger.algorithms.r2d2.spec:ALGORITHM",
     "sac": "menger.algorithms.sac.spec:ALGORITHM",
     "pqn": "menger.algorithms.pqn.spec:ALGORITHM",
+    "alphazero": "menger.algorithms.alphazero.spec:ALGORITHM",
 }
 
 ACTION_FAMILIES = ("policy", "q", "box")  # what `menger.models.actions.ActionCodec` acts in for each family
@@ -265,14 +267,23 @@ def make_learner(config, policy, device):
     return builder(config.algo).make_learner(config, policy, device)
 
 
-def actor_parts(config, policy, *, actor_id: int, incarnation: int, restore: dict | None) -> dict:
+def actor_envs(config, seed: int):
+    """The envs of an actor of `config.algo` when its builder makes its own (`make_envs(config, seed)`: AlphaZero
+    plays every seat of each game), else None: the experiment's env, as `menger.envs.make_vec_env` builds it."""
+    make = getattr(builder(config.algo), "make_envs", None)
+    return None if make is None else make(config, seed)
+
+
+def actor_parts(config, policy, *, actor_id: int, incarnation: int, restore: dict | None, envs=None) -> dict:
     """What an actor of `config.algo` needs beyond its envs and policy: exploration set on `policy`, and extra
-    `Actor` keywords (its builder's `actor_parts`; none if it has none)."""
+    `Actor` keywords (its builder's `actor_parts`; none if it has none). A builder whose `actor_parts` takes an
+    `envs` keyword gets the actor's envs (a search plays on their games)."""
     parts = getattr(builder(config.algo), "actor_parts", None)
     if parts is None:
         return {}
-    return parts(config, policy, actor_id=actor_id, incarnation=incarnation, restore=restore)
+    extra = {"envs": envs} if "envs" in inspect.signature(parts).parameters else {}
+    return parts(config, policy, actor_id=actor_id, incarnation=incarnation, restore=restore, **extra)
 
 
-__all__ = ["ACTION_FAMILIES", "Algorithm", "BUILT_IN", "ENTRY_POINT_GROUP", "actor_parts", "all_algorithms",
-           "builder", "get", "listing", "make_learner", "names", "sections", "that"]
+__all__ = ["ACTION_FAMILIES", "Algorithm", "BUILT_IN", "ENTRY_POINT_GROUP", "actor_envs", "actor_parts",
+           "all_algorithms", "builder", "get", "listing", "make_learner", "names", "sections", "that"]

@@ -37,13 +37,15 @@ class Actor:
                  seed: int, learner_timeout_s: float = 300.0, restore: dict | None = None,
                  actions: ActionSource | None = None, sequence_period: int = 0,
                  moments: UnrollMoments | None = None, gradient=None,
-                 exploration: Callable[[int], None] | None = None):
+                 exploration: Callable[[int], None] | None = None, action_source: Callable | None = None):
         """`sequence_period` (r2d2): the recurrent state at every this many steps of an unroll goes into its slot's
         `core_states`, the stored state of the sequence that starts there. `moments` (`env.normalize`): each
         unroll's tag carries the moments of what it saw, for the trainer's running statistics. `gradient` (a3c
         with a parameter server: `menger.learners.a3c.A3CGradient`): the actor is an actor-learner, and writes
         the gradient of each unroll's loss into the slot before its tag goes out. `exploration` (Ape-X's
-        annealed epsilons): called with the env frames this actor has stepped before each of its unrolls."""
+        annealed epsilons): called with the env frames this actor has stepped before each of its unrolls.
+        `action_source` (alphazero: a search): builds the actor's own `ActionSource` with `LocalActions`'s
+        arguments (policy, the port's parameters, the actor's generator), in place of `LocalActions`."""
         self.actor_id, self.incarnation = actor_id, incarnation
         self.envs, self.policy, self.port = envs, policy, port
         self.unroll_length = unroll_length
@@ -59,7 +61,8 @@ class Actor:
         self.codec = policy.codec  # the network's actions -> the env's (clipped Box entries, joint indices, tuples)
         self.slots = [port.slot(i) for i in range(port.num_slots())]
         self.state = policy.initial_state(self.num_envs)
-        self.actions = actions or LocalActions(policy, port.params, self.generator)  # or central (SEED RL)
+        # central (SEED RL), the algorithm's own (a search), or on the actor's cached parameters
+        self.actions = actions or (action_source or LocalActions)(policy, port.params, self.generator)
         self.episode_return = np.zeros(self.num_envs, np.float64)
         self.episode_length = np.zeros(self.num_envs, np.int64)
         if restore is not None:
@@ -117,6 +120,8 @@ class Actor:
             logp[t] = out.logp.numpy()
             if values is not None:
                 values[t] = out.value.numpy()
+            for key, rows in (out.extras or {}).items():  # alphazero: the search's targets beside the step
+                view[key][t].copy_(rows)
             rewards[t] = result.reward
             ended = result.terminated | result.truncated
             dones[t] = ended | ~result.valid

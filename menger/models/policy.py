@@ -44,6 +44,7 @@ class ActOutput(NamedTuple):
     logp: torch.Tensor  # the behaviour log-probability (apex: the value of the action taken)
     state: torch.Tensor
     value: torch.Tensor | None = None  # apex: the greedy value max_a Q(s, a), for initial priorities
+    extras: dict[str, torch.Tensor] | None = None  # [B, ...] rows of the slot fields an algorithm adds (alphazero)
 
 
 class EvalOutput(NamedTuple):

@@ -10,7 +10,7 @@ from menger.actors import Actor
 from menger.core import ActorPort
 from menger.models import build_policy
 from menger.models.normalize import UnrollMoments
-from menger.registry import actor_parts
+from menger.registry import actor_envs, actor_parts
 
 
 def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: int,
@@ -23,17 +23,20 @@ def make_actor(actor_id: int, incarnation: int, config, port: ActorPort, seed: i
     """
     from menger.envs import make_vec_env
 
-    envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
-                        preset=config.env.preset, nonfinite=config.env.nonfinite, num_threads=config.env.num_threads,
-                        next_step_autoreset=config.coordination == "replay", wrappers=config.env.wrappers,
-                        multiagent=config.env.multiagent, info_keys=config.env.info_keys)
+    envs = actor_envs(config, seed)  # an algorithm's own (alphazero), else the experiment's env
+    if envs is None:
+        envs = make_vec_env(config.env.id, config.runtime.envs_per_actor, seed=seed, kwargs=dict(config.env.kwargs),
+                            preset=config.env.preset, nonfinite=config.env.nonfinite,
+                            num_threads=config.env.num_threads, next_step_autoreset=config.coordination == "replay",
+                            wrappers=config.env.wrappers, multiagent=config.env.multiagent,
+                            info_keys=config.env.info_keys)
     try:
         policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
                               config.env.normalize)
         policy.eval()
         if hasattr(envs, "set_opponents"):
             envs.set_opponents(_opponents(config, envs, league, seed))
-        parts = actor_parts(config, policy, actor_id=actor_id, incarnation=incarnation, restore=restore)
+        parts = actor_parts(config, policy, actor_id=actor_id, incarnation=incarnation, restore=restore, envs=envs)
         actions = None if inference is None else inference.actions_for(actor_id, port.params)
         normalize = config.env.normalize
         moments = UnrollMoments(normalize, config.normalize_gamma, envs.num_envs) if normalize.active else None

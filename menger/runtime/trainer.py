@@ -200,11 +200,11 @@ class Trainer:
                                     self.device)
         if cfg.env.normalize.active:
             self.normalization = RunningNormalization(cfg.env.normalize, getattr(obs_space, "shape", ()) or ())
+        fields = {"terminated": cfg.coordination == "replay",
+                  "gradient": gradient_size(self.learner.policy) if cfg.learner_mode == "parameter_server" else 0}
+        fields.update(cfg.algorithm.unroll_fields(cfg))  # what its actors write beside the steps
         spec = UnrollSpec(obs_space, self.learner.policy.action_space, rt.unroll_length, rt.envs_per_actor,
-                          cfg.model.lstm_size,
-                          terminated=cfg.coordination == "replay",
-                          gradient=gradient_size(self.learner.policy) if cfg.learner_mode == "parameter_server" else 0,
-                          **cfg.algorithm.unroll_fields(cfg))  # what its actors write beside the steps
+                          cfg.model.lstm_size, **fields)
         self.transport: Transport = self.launcher.make_transport(spec, self.learner.policy,
                                                                  self.coordinator.slots_per_actor)
         self.coordinator.attach(self.transport)
