@@ -47,7 +47,8 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     # with the components; layer 0 would pass too, but the foundation holds only the contracts and the
     # config machinery, and must not know what an experiment is made of.
     # An algorithm's folder holds both halves of it: its registry entry (`spec`: config section, checks, networks,
-    # with the schema at layer 1) and its builder (learner and actor parts, with the workers at layer 2).
+    # with the schema at layer 1) and its builder (learner and actor parts, with the workers at layer 2: its
+    # `learning` and `acting` modules too).
     # The registry loads every algorithm by name only, so the models, learners and experiment can ask it without
     # importing the folders that import them.
     # search is tree search over a game's state with the network handed in: numpy and the games, nothing above
@@ -55,7 +56,7 @@ LAYERS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                        "menger.experiment", "menger.registry", "menger.algorithms", "menger.search")),
     (2, "workers", ("menger.params", "menger.transport", "menger.inference", "menger.actors", "menger.learners",
                     "menger.replay", "menger.league", "menger.algorithms.builders", "menger.algorithms.*.builder",
-                    "menger.algorithms.*.learning")),
+                    "menger.algorithms.*.learning", "menger.algorithms.*.acting")),
     (3, "coordination", ("menger.coordinator", "menger.runtime")),
     # a league of several learners runs one Trainer per player: beside the launchers that place them
     (4, "launch", ("menger.launch", "menger.league_runner")),

@@ -1,0 +1,74 @@
+"""AlphaZero's pure parts: each position's outcome from its mover's view, the loss, and the replay of positions."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from menger.algorithms.alphazero.learning import PositionReplay
+from menger.algorithms.alphazero.losses import alphazero_loss, outcome_targets
+
+
+def _unroll(columns):
+    """columns: per game column, a list of (reward, terminated, truncated, valid) steps -> time-major tensors."""
+    steps = len(columns[0])
+    r, term, dones, valid = (torch.zeros(steps, len(columns)) for _ in range(4))
+    for b, column in enumerate(columns):
+        for t, (reward, te, tr, va) in enumerate(column):
+            r[t, b], term[t, b], valid[t, b] = reward, te, va
+            dones[t, b] = float(te or tr or not va)
+    return r, term, dones, valid
+
+
+def test_the_winner_of_the_last_move_and_every_earlier_position_alternate():
+    # game 0: five moves, the fifth wins for its mover (the first player), then it sits out the round
+    # game 1: a draw at the fourth move; game 2: cut by the round's end; game 3: a loss at the third move
+    live = (0.0, 0, 0, 1)
+    out = (0.0, 0, 0, 0)
+    columns = [[live] * 4 + [(1.0, 1, 0, 1)] + [out],
+               [live] * 3 + [(0.0, 1, 0, 1)] + [out] * 2,
+               [live] * 5 + [(0.0, 0, 1, 1)],
+               [live] * 2 + [(-1.0, 1, 0, 1)] + [out] * 3]
+    z, known = outcome_targets(*_unroll(columns))
+    assert z[:, 0].tolist() == [1.0, -1.0, 1.0, -1.0, 1.0, 0.0]
+    assert known[:, 0].tolist() == [True] * 5 + [False]
+    assert z[:4, 1].tolist() == [0.0] * 4 and known[:, 1].tolist() == [True] * 4 + [False] * 2
+    assert not known[:, 2].any()  # a cut game has no outcome: nothing of it is trained on
+    assert z[:3, 3].tolist() == [-1.0, 1.0, -1.0] and known[:, 3].sum() == 3
+
+
+def test_a_new_game_after_a_cut_does_not_lend_its_outcome_to_the_old_one():
+    live = (0.0, 0, 0, 1)
+    column = [live, (0.0, 0, 1, 1), live, (1.0, 1, 0, 1)]  # a game cut at step 1, a new one won at step 3
+    z, known = outcome_targets(*_unroll([column]))
+    assert known[:, 0].tolist() == [False, False, True, True]
+    assert z[2:, 0].tolist() == [-1.0, 1.0]
+
+
+def test_the_loss_is_the_policy_cross_entropy_plus_the_weighted_value_error():
+    logits = torch.tensor([[0.0, 0.0, -1e9], [1.0, 0.0, 0.0]])
+    values = torch.tensor([0.5, -0.5])
+    pi = torch.tensor([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+    z = torch.tensor([1.0, -1.0])
+    loss, parts = alphazero_loss(logits, values, pi, z, value_weight=2.0)
+    log_p1 = torch.log_softmax(logits[1], -1)[0]
+    expected_policy = (torch.log(torch.tensor(2.0)) - log_p1) / 2
+    assert parts["policy_loss"] == pytest.approx(float(expected_policy), rel=1e-6)
+    assert parts["value_loss"] == pytest.approx(0.25)
+    assert float(loss) == pytest.approx(float(expected_policy) + 0.5, rel=1e-6)
+    assert torch.isfinite(loss)  # a masked action's 0 target times its very negative log-probability is 0
+
+
+def test_the_replay_keeps_the_newest_positions_and_survives_a_save():
+    replay = PositionReplay(capacity=5)
+    replay.add({"obs.observation": torch.arange(3).view(3, 1), "value": torch.tensor([0.0, 1.0, 2.0])})
+    replay.add({"obs.observation": torch.arange(3, 7).view(4, 1), "value": torch.tensor([3.0, 4.0, 5.0, 6.0])})
+    assert replay.size == 5
+    assert sorted(replay.data["value"].tolist()) == [2.0, 3.0, 4.0, 5.0, 6.0]  # 0 and 1 were the oldest
+    replay.add({"obs.observation": torch.arange(7, 15).view(8, 1), "value": torch.arange(7, 15).float()})
+    assert sorted(replay.data["value"].tolist()) == [10.0, 11.0, 12.0, 13.0, 14.0]  # more than room: the newest
+    copy = PositionReplay(capacity=5)
+    copy.load_state_dict(replay.state_dict(), torch.device("cpu"))
+    a, b = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    assert torch.equal(replay.sample(16, a)["value"], copy.sample(16, b)["value"])
+    with pytest.raises(ValueError, match="replay_size"):
+        PositionReplay(capacity=6).load_state_dict(replay.state_dict(), torch.device("cpu"))
