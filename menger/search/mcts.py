@@ -56,6 +56,7 @@ class Node:
     value_sum: np.ndarray = field(init=False)  # W(s, a), from `seat`'s view
     children: dict = field(default_factory=dict)  # index into actions -> Node, or a terminal value (float)
     state: Any = None             # the position, so a walk clones and steps once, from its leaf's parent
+    value: float = 0.0            # the network's value of the position, from `seat`'s view
 
     def __post_init__(self):
         self.visits = np.zeros(len(self.actions))
@@ -77,11 +78,14 @@ class SearchResult:
     visits: np.ndarray
     q: np.ndarray
     root_value: float
+    improved: np.ndarray | None = None  # Gumbel search: its improved policy over `actions`
+    chosen: int | None = None           # Gumbel search: the action sequential halving chose
 
     def policy(self, num_actions: int) -> np.ndarray:
-        """The visit distribution over all `num_actions` actions (what AlphaZero trains its policy towards)."""
+        """The search's policy over all `num_actions` actions, what AlphaZero trains towards: the visit
+        distribution, or a Gumbel search's improved policy."""
         out = np.zeros(num_actions)
-        out[self.actions] = self.visits / self.visits.sum()
+        out[self.actions] = self.visits / self.visits.sum() if self.improved is None else self.improved
         return out
 
     def best(self) -> int:
@@ -119,7 +123,7 @@ class MCTS:
 
     def _search_many(self, states, noise, rng) -> list[SearchResult]:
         priors, values = self.evaluate(states)
-        roots = [self._node(state, prior) for state, prior in zip(states, priors)]
+        roots = [self._node(state, prior, value) for state, prior, value in zip(states, priors, values)]
         if noise is not None:
             alpha, fraction = noise
             rng = rng if rng is not None else np.random.default_rng()
@@ -130,8 +134,8 @@ class MCTS:
             paths, leaves = [], []
             walks = min(self.batch, self.simulations - done)
             for _ in range(walks):
-                for root, state in zip(roots, states):
-                    path, leaf_state, terminal_value = self._descend(root, state)
+                for root in roots:
+                    path, leaf_state, terminal_value = self._descend(root)
                     if terminal_value is not None:  # a game end: its outcome, no network call
                         self._backup(path, terminal_value)
                     else:
@@ -146,7 +150,7 @@ class MCTS:
                 self._apply_virtual_loss(path, undo=True)
                 node, index = path[-1]
                 if index not in node.children:  # two walks of one batch may reach the same new leaf: one node
-                    node.children[index] = self._node(leaf_state, leaf_prior)
+                    node.children[index] = self._node(leaf_state, leaf_prior, leaf_value)
                 self._backup(path, float(leaf_value), leaf_state.to_move())
         out = []
         for root, value in zip(roots, values):
@@ -156,19 +160,24 @@ class MCTS:
 
     # ----- internals ----------------------------------------------------------------------------------------
     @staticmethod
-    def _node(state: GameState, prior: np.ndarray) -> Node:
+    def _node(state: GameState, prior: np.ndarray, value: float = 0.0) -> Node:
         actions = np.flatnonzero(np.asarray(state.legal()))
         p = np.asarray(prior, dtype=np.float64)[actions]
         p = p / p.sum() if p.sum() > 0 else np.full(len(actions), 1.0 / len(actions))
-        return Node(state.to_move(), actions, p, state=state)
+        return Node(state.to_move(), actions, p, state=state, value=float(value))
 
-    def _descend(self, root: Node, state: GameState):
+    def _choose(self, node: Node) -> int:
+        """The action a walk takes at `node` (an index into its actions): PUCT."""
+        return node.choose(self.c_puct)
+
+    def _descend(self, root: Node, first: int | None = None):
         """Walk from the root to a new leaf or a game end: (path of (node, index)), the leaf's state (None at a
         game end), and the terminal value from the view of the last node's seat when the walk ended the game.
-        Only the last step is played: from a clone of the position its node keeps."""
+        `first`: the root's action, chosen by the caller. Only the last step is played: from a clone of the
+        position its node keeps."""
         node, path = root, []
         while True:
-            index = node.choose(self.c_puct)
+            index = first if first is not None and not path else self._choose(node)
             path.append((node, index))
             child = node.children.get(index)
             if isinstance(child, Node):

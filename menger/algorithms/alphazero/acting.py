@@ -3,13 +3,16 @@ evaluated together on the actor's cached parameters (`Actor`'s `action_source`):
 
     source = SearchActions(policy, params, generator, envs=SelfPlayGames(...), settings=config.alphazero)
     version = source.refresh()               # the newest parameters, copied only when their version moved
-    out = source.act(obs, None)              # one move per live game; out.extras["search_policy"]: the visit
-                                             # distributions the policy trains towards
+    out = source.act(obs, None)              # one move per live game; out.extras["search_policy"]: the
+                                             # search's policies the network trains towards
 
-Each move: PUCT with `simulations` walks from the root of every live game (Dirichlet noise on the roots' priors),
-one network call per round of walks across the games; then a move drawn from the visit distribution for the first
-`temperature_moves` moves of a game (openings vary), the most visited one after. Every draw comes from the actor's
-torch generator, so an actor's snapshot holds its search's randomness and a resumed run plays the same moves.
+Each move: `simulations` walks from the root of every live game, one network call per round of walks across the
+games. With `search: puct`, PUCT with Dirichlet noise on the roots' priors, then a move drawn from the visit
+distribution for the first `temperature_moves` moves of a game (openings vary), the most visited one after; the
+target is the visit distribution. With `search: gumbel` (`menger.search.gumbel`), sequential halving over the
+top `considered` actions by Gumbel noise plus logits chooses the move, and the target is the improved policy.
+Every draw comes from the actor's torch generator, so an actor's snapshot holds its search's randomness and a
+resumed run plays the same moves.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from menger.envs.multiagent import MASK_KEY, OBS_KEY
 from menger.inference.source import LocalActions
 from menger.models.policy import ActOutput
 from menger.search.games import PettingZooState
+from menger.search.gumbel import GumbelSearch
 from menger.search.mcts import MCTS
 
 
@@ -28,7 +32,10 @@ class SearchActions:
         self.local = LocalActions(policy, params, generator)
         self.policy, self.generator, self.envs, self.settings = policy, generator, envs, settings
         self.num_actions = int(envs.single_action_space.n)
-        self.mcts = MCTS(self.evaluate, settings.simulations, settings.c_puct, batch=settings.search_batch)
+        if settings.search == "gumbel":
+            self.mcts = GumbelSearch(self.evaluate, settings.simulations, settings.considered)
+        else:
+            self.mcts = MCTS(self.evaluate, settings.simulations, settings.c_puct, batch=settings.search_batch)
 
     def refresh(self) -> int:
         return self.local.refresh()
@@ -43,13 +50,18 @@ class SearchActions:
         live = np.flatnonzero(envs.live)
         if live.size:
             rng = np.random.default_rng(int(torch.randint(2 ** 62, (1,), generator=self.generator)))
-            noise = (cfg.dirichlet_alpha, cfg.dirichlet_fraction) if cfg.dirichlet_fraction > 0 else None
+            noise = (cfg.dirichlet_alpha, cfg.dirichlet_fraction) if cfg.dirichlet_fraction > 0 and \
+                cfg.search == "puct" else None
             results = self.mcts.search_many([PettingZooState(envs.games[g]) for g in live], noise=noise, rng=rng)
             for g, result in zip(live, results):
-                visits = result.policy(self.num_actions)
-                a = int(rng.choice(self.num_actions, p=visits)) if envs.moves[g] < cfg.temperature_moves \
-                    else result.best()
-                action[g], logp[g], value[g], targets[g] = a, np.log(visits[a]), result.root_value, visits
+                policy = result.policy(self.num_actions)
+                if result.chosen is not None:  # Gumbel: sequential halving's choice, explored by its noise
+                    a = result.chosen
+                elif envs.moves[g] < cfg.temperature_moves:
+                    a = int(rng.choice(self.num_actions, p=policy))
+                else:
+                    a = result.best()
+                action[g], logp[g], value[g], targets[g] = a, np.log(max(policy[a], 1e-30)), result.root_value, policy
         return ActOutput(torch.from_numpy(action), torch.from_numpy(logp), state, torch.from_numpy(value),
                          extras={"search_policy": torch.from_numpy(targets)})
 

@@ -17,16 +17,23 @@ class AlphaZeroConfig:
     """AlphaZero's settings. The search's are AlphaZero's (c_puct 1.25, Dirichlet noise on the root's priors
     with a quarter of the weight); the replay and the optimizer are sized for a small board on a few cores."""
 
+    search: Literal["puct", "gumbel"] = field("puct", doc="puct: AlphaZero's search, trained towards the visits; "
+                                              "gumbel: Gumbel MuZero's sequential halving at the root, trained "
+                                              "towards its improved policy (holds with few simulations)")
     simulations: int = field(50, min=1, doc="search walks per move")
+    considered: int = field(16, min=1, doc="gumbel: the actions sequential halving starts from (the top ones by "
+                            "Gumbel noise plus the prior's logits)")
     c_puct: float = field(1.25, min=0.0, doc="PUCT's exploration constant")
     search_batch: int = field(1, min=1, doc="walks per game gathered into each network call (a virtual loss "
                               "spreads them); the games of an actor are evaluated together anyway, so 1 keeps the "
                               "search sequential PUCT")
-    dirichlet_alpha: float = field(1.0, min=0.0, doc="Dirichlet noise's concentration (about 10 / legal moves: "
-                                   "AlphaZero's 0.3 for chess, 0.03 for Go)")
-    dirichlet_fraction: float = field(0.25, min=0.0, max=1.0, doc="the noise's share of the root's priors (0: none)")
-    temperature_moves: int = field(10, min=0, doc="the first this many moves of a game are drawn from the visit "
-                                   "distribution, the rest are the most visited move")
+    dirichlet_alpha: float = field(1.0, min=0.0, doc="puct: Dirichlet noise's concentration (about 10 / legal "
+                                   "moves: AlphaZero's 0.3 for chess, 0.03 for Go)")
+    dirichlet_fraction: float = field(0.25, min=0.0, max=1.0, doc="puct: the noise's share of the root's priors "
+                                      "(0: none)")
+    temperature_moves: int = field(10, min=0, doc="puct: the first this many moves of a game are drawn from the "
+                                   "visit distribution, the rest are the most visited move (gumbel explores by "
+                                   "its noise)")
     lr: float = field(1e-3, min=0.0, doc="AdamW learning rate")
     lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
     adam_eps: float = field(1e-8, min=0.0, doc="AdamW epsilon")
