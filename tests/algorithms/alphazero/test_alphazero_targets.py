@@ -72,3 +72,34 @@ def test_the_replay_keeps_the_newest_positions_and_survives_a_save():
     assert torch.equal(replay.sample(16, a)["value"], copy.sample(16, b)["value"])
     with pytest.raises(ValueError, match="replay_size"):
         PositionReplay(capacity=6).load_state_dict(replay.state_dict(), torch.device("cpu"))
+
+
+def test_the_learner_trains_replay_ratio_samples_per_new_position_once_the_replay_has_enough():
+    """Two Tic-Tac-Toe columns of three moves each, won by the first mover: 6 positions with outcomes an update.
+    replay_ratio 4 and batches of 8 owe 3 steps an update; nothing is trained before min_replay positions."""
+    import gymnasium
+    import numpy as np
+
+    from menger.algorithms.alphazero.learning import AlphaZeroLearner
+    from menger.algorithms.alphazero.spec import AlphaZeroConfig
+    from menger.experiment import load_experiment
+    from menger.models import build_policy
+
+    config = load_experiment("tictactoe-alphazero")
+    space = gymnasium.spaces.Dict({"observation": gymnasium.spaces.Box(0, 1, (3, 3, 2), np.int8),
+                                   "action_mask": gymnasium.spaces.Box(0, 1, (9,), np.int8)})
+    policy = build_policy(space, gymnasium.spaces.Discrete(9), config.model, "alphazero", config.env.normalize)
+    cfg = AlphaZeroConfig(batch_size=8, replay_ratio=4.0, min_replay=10, replay_size=100)
+    learner = AlphaZeroLearner(policy, cfg, device=torch.device("cpu"), total_frames=None, amp=False, seed=0)
+    steps, games = 3, 2
+    batch = {"obs": {"observation": torch.zeros(steps + 1, games, 3, 3, 2, dtype=torch.int8),
+                     "action_mask": torch.ones(steps + 1, games, 9, dtype=torch.int8)},
+             "search_policy": torch.full((steps, games, 9), 1 / 9),
+             "rewards": torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
+             "terminated": torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]),
+             "dones": torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]), "valid": torch.ones(steps, games)}
+    first = learner.update(batch, frames=6)
+    assert first["sgd_steps"] == 0 and first["replay_size"] == 6  # 6 < min_replay: 3 steps owed, not taken
+    second = learner.update(batch, frames=12)
+    assert second["sgd_steps"] == 6 and second["replay_size"] == 12  # the owed 3 and this update's 3
+    assert sorted(learner.replay.data["value"][:6].tolist()) == [-1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
