@@ -61,8 +61,9 @@ class FrameAccounts:
 
     @property
     def fault_frames(self) -> int:
-        """Frames lost to env faults: invalid rows beyond the one autoreset row an ended episode may cost."""
-        return max(0, self.invalid - self.episodes)
+        """Frames lost to env faults: invalid rows beyond the one autoreset row an ended episode may cost and the
+        rows an env keeps idle by design (its `idle_rows` counter: AlphaZero's games sitting out their round)."""
+        return max(0, self.invalid - self.episodes - self.env_totals().get("idle_rows", 0))
 
     def lose(self, frames: int) -> None:
         """The partial unroll of a lost incarnation: produced, and dropped as `actor_lost`."""

@@ -381,6 +381,21 @@ def test_env_fault_counters_are_totals_over_every_incarnation():
     assert restored.env_totals() == {"env_rebuilt": 9}
 
 
+def test_rows_an_env_keeps_idle_by_design_are_not_counted_as_faults():
+    """AlphaZero's self-play games sit out the rest of their round after they end (`idle_rows`): 60 % of an
+    unroll's rows can be idle with no fault, and the fault share must not stop the run for them."""
+    from menger.core import UnrollMeta, Verdict
+    from menger.runtime.accounting import FrameAccounts
+
+    accounts = FrameAccounts()
+    accounts.record(UnrollMeta(0, 0, 1, 0, 100, episode_returns=(1.0,) * 4, episode_lengths=(10,) * 4,
+                               invalid_frames=64, env_stats=(("idle_rows", 60),)), Verdict(True, None, True))
+    assert accounts.fault_frames == 0
+    accounts.record(UnrollMeta(0, 0, 2, 0, 100, invalid_frames=10, env_stats=(("idle_rows", 60),)),
+                    Verdict(True, None, True))
+    assert accounts.fault_frames == 10  # the second unroll's invalid rows were not idle ones: faults
+
+
 class HangingResetEnv(gymnasium.Env):
     """CartPole-shaped, but every reset hangs (as an env waiting on a server that never answers)."""
 

@@ -61,7 +61,7 @@ class SelfPlayGames:
         self.moves = np.zeros(num_games, np.int64)
         self.step_in_round = 0
         self.history: list[list[int]] = [[] for _ in range(num_games)]  # each game's moves since its start
-        self.stats = new_stats()
+        self.stats = dict(new_stats(), idle_rows=0)  # idle rows are by design, not faults (`FrameAccounts`)
         self._obs = {key: np.zeros((num_games, *space.shape), space.dtype)
                      for key, space in self.single_observation_space.spaces.items()}
 
@@ -79,6 +79,7 @@ class SelfPlayGames:
         terminated = np.zeros(self.num_envs, bool)
         truncated = np.zeros(self.num_envs, bool)
         valid = self.live.copy()
+        self.stats["idle_rows"] += int(self.num_games - valid.sum())
         for g in np.flatnonzero(self.live):
             raw = self.games[g].unwrapped
             mover = raw.agent_selection
