@@ -38,7 +38,7 @@ PAGES = (README, *(DOCS / page for page in (
     "index.md", "installation.md", "guides/runs.md",
     "algorithms/ppo.md", "algorithms/impala.md", "algorithms/appo.md", "algorithms/a3c.md", "algorithms/apex.md",
     "algorithms/gorila.md", "algorithms/r2d2.md", "algorithms/sac.md", "algorithms/pqn.md",
-    "algorithms/multi-agent.md", "guides/multi-agent.md",
+    "algorithms/multi-agent.md", "guides/multi-agent.md", "algorithms/alphazero.md",
     "guides/tuning.md", "guides/sizing.md", "guides/scale-out.md", "applications.md")))
 SHELL_BLOCKS = ("bash", "sh", "shell", "console")
 TIMEOUT_S = 240  # one command, on a loaded 2-core machine
@@ -284,6 +284,10 @@ COMMANDS: dict[str, Entry] = {
         "2 games searching 50 simulations against 100, not 200 searching 400 against 400",
         run="menger match runs/c4 --opponent openspiel:mcts:100 --games 2 --seed 100000 --search 50",
         check=matched(2)),
+    "menger match runs/connect4-alphazero-<time> --opponent openspiel:mcts:400 --games 200 --seed 100000 --search 400":
+        Entry("2 games searching 20 simulations against 50, not 200 searching 400 against 400",
+              run="menger match runs/connect4-alphazero-<time> --opponent openspiel:mcts:50 --games 2 --seed 100000 "
+                  "--search 20", check=matched(2)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent random --games 400": Entry(
         "", check=matched(400)),
     "menger match alphabeta:4 --env pettingzoo.classic.connect_four_v3:env --opponent alphabeta:1 --games 100 --json":
