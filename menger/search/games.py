@@ -23,6 +23,11 @@ _SHARED = frozenset({"action_spaces", "observation_spaces", "possible_agents", "
                      "_ezpickle_args", "_ezpickle_kwargs", "metadata"})
 
 
+def searchable_games() -> str:
+    """The games search can clone, for messages: 'Connect Four (pettingzoo.classic.connect_four), ...'."""
+    return ", ".join(f"{name} ({module.rsplit('.', 1)[0]})" for module, name in SEARCHABLE.items())
+
+
 def searchable(env: Any) -> bool:
     """True for an AEC env (wrapped or raw) of a game `PettingZooState` can clone."""
     return type(getattr(env, "unwrapped", env)).__module__ in SEARCHABLE
@@ -39,9 +44,8 @@ class PettingZooState:
             return
         raw = getattr(env, "unwrapped", env)
         if not searchable(raw):
-            games = ", ".join(f"{name} ({module.rsplit('.', 1)[0]})" for module, name in SEARCHABLE.items())
             raise ValueError(f"search cannot clone {type(raw).__module__}.{type(raw).__name__}: it searches the "
-                             f"perfect-information games whose state it can copy: {games}")
+                             f"perfect-information games whose state it can copy: {searchable_games()}")
         self.raw = _copy_raw(raw)
 
     def clone(self) -> "PettingZooState":

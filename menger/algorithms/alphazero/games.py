@@ -31,7 +31,7 @@ import numpy as np
 
 from menger.envs.faults import new_stats
 from menger.envs.multiagent import MASK_KEY, OBS_KEY
-from menger.search.games import SEARCHABLE, searchable
+from menger.search.games import searchable, searchable_games
 
 
 class SelfPlayGames:
@@ -45,9 +45,8 @@ class SelfPlayGames:
         first = self.games[0]
         if not searchable(first):
             self.close()
-            games = ", ".join(f"{name} ({module.rsplit('.', 1)[0]})" for module, name in SEARCHABLE.items())
             raise ValueError(f"alphazero plays the games search can copy: {env_id or type(first).__name__} is not one "
-                             f"of them ({games})")
+                             f"of them ({searchable_games()})")
         agent = first.possible_agents[0]
         raw_space = first.observation_space(agent)
         self.single_action_space = first.action_space(agent)

@@ -82,7 +82,8 @@ class AlphaZeroLearner(Learner):
         self.owed += where.numel() * cfg.replay_ratio / cfg.batch_size
         steps = int(self.owed) if self.replay.size >= cfg.min_replay else 0
         self.owed -= steps
-        stats = {"policy_loss": torch.zeros(()), "value_loss": torch.zeros(()), "grad_norm": torch.zeros(())}
+        stats = {"loss": torch.zeros(()), "policy_loss": torch.zeros(()), "value_loss": torch.zeros(()),
+                 "grad_norm": torch.zeros(())}
         for _ in range(steps):
             mb = self.replay.sample(cfg.batch_size, self.generator)
             mb_obs = {key[4:]: value for key, value in mb.items() if key.startswith("obs.")}
@@ -90,7 +91,8 @@ class AlphaZeroLearner(Learner):
             with self._autocast():
                 logits, values, _ = self.policy(mb_obs)
                 loss, parts = alphazero_loss(logits, values, mb["policy"], mb["value"], cfg.value_weight)
-            stats = dict(parts, grad_norm=self._step(loss, cfg.max_grad_norm))
+            # the stop rules read `loss`: a run whose loss is no longer finite fails, not saving broken parameters
+            stats = dict(parts, loss=loss.detach(), grad_norm=self._step(loss, cfg.max_grad_norm))
         self.updates += 1
         valid = batch["valid"].sum().clamp(min=1.0)
         return dict({key: float(value) for key, value in stats.items()}, lr=lr, sgd_steps=float(steps),

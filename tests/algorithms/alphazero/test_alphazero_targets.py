@@ -102,4 +102,5 @@ def test_the_learner_trains_replay_ratio_samples_per_new_position_once_the_repla
     assert first["sgd_steps"] == 0 and first["replay_size"] == 6  # 6 < min_replay: 3 steps owed, not taken
     second = learner.update(batch, frames=12)
     assert second["sgd_steps"] == 6 and second["replay_size"] == 12  # the owed 3 and this update's 3
+    assert second["loss"] == pytest.approx(second["policy_loss"] + second["value_loss"])  # read by the stop rules
     assert sorted(learner.replay.data["value"][:6].tolist()) == [-1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
