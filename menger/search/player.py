@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from menger.search.games import PettingZooState
+from menger.search.games import search_state
 from menger.search.mcts import MCTS, SearchResult
 
 
@@ -27,7 +27,7 @@ class SearchPlayer:
         if env is None:
             raise ValueError("search plays on the game's own state: pass env= (menger match does), the AEC env "
                              "whose position it is")
-        self.last = self.mcts.search(PettingZooState(env))
+        self.last = self.mcts.search(search_state(env))
         return self.last.best()
 
     def reset(self) -> None:
@@ -35,6 +35,6 @@ class SearchPlayer:
             self.network.reset()
 
     def _evaluate(self, states: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """`states` are the `PettingZooState`s of `act`'s search."""
+        """`states` are the positions of `act`'s search (`menger.search.games.search_state`)."""
         observed = [state.observe() for state in states]
         return self.network.priors_and_values(observed, [None] * len(states), [s.to_move() for s in states])
