@@ -46,20 +46,18 @@ def considered_visits(considered: int, simulations: int) -> list[int]:
 
 def completed_q(node: Node) -> np.ndarray:
     """sigma(completed q) over the node's actions: visited actions' mean values, unvisited ones the mixed value,
-    rescaled to [0, 1], times (50 + max N) * 0.1."""
-    visited = node.visits > 0
-    q = np.divide(node.value_sum, node.visits, out=np.zeros_like(node.value_sum), where=visited)
-    total = node.visits.sum()
-    if visited.any():
-        prior = np.maximum(node.prior, 1e-30)
-        weighted = float((prior[visited] * q[visited]).sum() / prior[visited].sum())
-        mixed = (node.value + total * weighted) / (total + 1.0)
-    else:
-        mixed = node.value
+    rescaled to [0, 1], times (50 + max N) * 0.1. (Few numpy calls: it runs at every node of every walk.)"""
+    visits = node.visits
+    total = float(visits.sum())
+    if total == 0.0:  # every q is the node's value: rescaled, all 0
+        return np.zeros(len(visits))
+    visited = visits > 0
+    q = node.value_sum / np.maximum(visits, 1.0)
+    weights = np.where(visited, np.maximum(node.prior, 1e-30), 0.0)
+    mixed = (node.value + total * float(weights @ q) / float(weights.sum())) / (total + 1.0)
     q = np.where(visited, q, mixed)
-    low, high = q.min(), q.max()
-    q = (q - low) / max(high - low, 1e-8)
-    return (VISIT_SCALE + node.visits.max()) * VALUE_SCALE * q
+    low = q.min()
+    return (q - low) * ((VISIT_SCALE + visits.max()) * VALUE_SCALE / max(q.max() - low, 1e-8))
 
 
 def improved_policy(node: Node) -> np.ndarray:

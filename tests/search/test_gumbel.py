@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from menger.search import PettingZooState
-from menger.search.gumbel import GumbelSearch, considered_visits, improved_policy
+from menger.search.gumbel import GumbelSearch, completed_q, considered_visits, improved_policy
 from menger.search.mcts import Node
 from tests.search.test_mcts import Nim, tictactoe_after, uniform
 
@@ -30,6 +30,35 @@ def test_a_visited_action_that_did_well_gains_probability_over_its_prior():
     node.value_sum[:] = [1.6, -1.6]  # q = 0.8 and -0.8
     policy = improved_policy(node)
     assert policy[0] > 0.99 and np.isclose(policy.sum(), 1.0)
+
+
+def _completed_q_by_hand(prior, visits, value_sum, value):
+    """mctx's qtransform_completed_by_mix_value written out one action at a time."""
+    n = len(prior)
+    total = sum(visits)
+    q = [value_sum[a] / visits[a] if visits[a] else 0.0 for a in range(n)]
+    seen = [a for a in range(n) if visits[a]]
+    if seen:
+        weighted = sum(prior[a] * q[a] for a in seen) / sum(prior[a] for a in seen)
+        mixed = (value + total * weighted) / (total + 1)
+    else:
+        mixed = value
+    completed = [q[a] if visits[a] else mixed for a in range(n)]
+    low, high = min(completed), max(completed)
+    return [(50 + max(visits)) * 0.1 * (c - low) / max(high - low, 1e-8) for c in completed]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_completed_q_is_mctx_s_mixed_value_rescaled(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 8))
+    node = Node("a", np.arange(n), rng.dirichlet(np.ones(n)), value=float(rng.uniform(-1, 1)))
+    node.visits[:] = rng.integers(0, 4, n) * (rng.random(n) < 0.6)
+    node.value_sum[:] = node.visits * rng.uniform(-1, 1, n)
+    expected = _completed_q_by_hand(node.prior.tolist(), node.visits.tolist(), node.value_sum.tolist(), node.value)
+    assert np.allclose(completed_q(node), expected)
+    score = np.log(node.prior) + np.array(expected)
+    assert np.allclose(improved_policy(node), np.exp(score) / np.exp(score).sum())
 
 
 @pytest.mark.parametrize("seed", [None, 0, 1])
