@@ -88,6 +88,12 @@ class SearchResult:
         out[self.actions] = self.visits / self.visits.sum() if self.improved is None else self.improved
         return out
 
+    @property
+    def search_value(self) -> float:
+        """The root's value after the search, its seat's view: the mean of the network's value at the root and
+        every walk's backed-up value, (v + sum_a N(a) Q(a)) / (1 + sum_a N(a))."""
+        return float((self.root_value + (self.visits * self.q).sum()) / (1.0 + self.visits.sum()))
+
     def best(self) -> int:
         """The most visited action (ties: the higher mean value, then the first)."""
         top = np.flatnonzero(self.visits == self.visits.max())

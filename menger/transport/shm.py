@@ -68,6 +68,7 @@ class UnrollSpec:
     gradient: int = 0  # a3c with a parameter server: entries of the flat gradient an actor-learner pushes
     gradient_stats: int = 5  # ... and of the loss statistics beside it
     search_policy: bool = False  # alphazero: the search's visit distribution over the actions at every step
+    search_value: bool = False  # alphazero: the search's value of every step's position, the mover's view
 
     def field_shapes(self) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
         t, b = self.unroll_length, self.envs_per_actor
@@ -89,6 +90,8 @@ class UnrollSpec:
             fields["terminated"] = ((t, b), torch.float32)
         if self.search_policy:
             fields["search_policy"] = ((t, b, int(self.action_space.n)), torch.float32)
+        if self.search_value:
+            fields["search_value"] = ((t, b), torch.float32)
         if self.gradient:
             fields["gradient"] = ((self.gradient,), torch.float32)
             fields["gradient_stats"] = ((self.gradient_stats,), torch.float32)

@@ -125,6 +125,19 @@ def test_terminal_values_are_scored_from_the_seat_to_move(mover):
     assert result.best() == 0
 
 
+@pytest.mark.parametrize("mover", ["a", "b"])
+def test_the_search_value_is_the_mean_of_the_roots_value_and_every_walks(mover):
+    # two stones, 30 walks: each walk taking both is worth +1; the first taking one is the leaf's value negated,
+    # every later one -1 (the other seat takes the last stone)
+    result = MCTS(fixed_evaluate, simulations=30, batch=1).search(Nim(2, mover))
+    _, (root_value,) = fixed_evaluate([Nim(2, mover)])
+    _, (leaf_value,) = fixed_evaluate([Nim(1, "b" if mover == "a" else "a")])
+    takes_one, takes_both = (int(n) for n in result.visits)
+    walks = [1.0] * takes_both + [-leaf_value] + [-1.0] * (takes_one - 1)
+    assert result.search_value == pytest.approx((root_value + sum(walks)) / 31)
+    assert result.root_value == pytest.approx(root_value)
+
+
 @pytest.mark.parametrize("batch", [1, 4, 16])
 def test_batched_leaves_spend_exactly_the_simulations_and_call_the_network_per_batch(batch):
     calls = []

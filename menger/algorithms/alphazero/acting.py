@@ -3,8 +3,8 @@ evaluated together on the actor's cached parameters (`Actor`'s `action_source`):
 
     source = SearchActions(policy, params, generator, envs=SelfPlayGames(...), settings=config.alphazero)
     version = source.refresh()               # the newest parameters, copied only when their version moved
-    out = source.act(obs, None)              # one move per live game; out.extras["search_policy"]: the
-                                             # search's policies the network trains towards
+    out = source.act(obs, None)              # one move per live game; out.extras: the search's policies
+                                             # ("search_policy") and values ("search_value") it trains towards
 
 Each move: `simulations` walks from the root of every live game, one network call per round of walks across the
 games. With `search: puct`, PUCT with Dirichlet noise on the roots' priors, then a move drawn from the visit
@@ -22,7 +22,7 @@ import torch
 from menger.envs.multiagent import MASK_KEY, OBS_KEY
 from menger.inference.source import LocalActions
 from menger.models.policy import ActOutput
-from menger.search.games import PettingZooState
+from menger.search.games import search_state
 from menger.search.gumbel import GumbelSearch
 from menger.search.mcts import MCTS
 
@@ -47,12 +47,13 @@ class SearchActions:
         logp = np.zeros(rows, np.float32)
         value = np.zeros(rows, np.float32)
         targets = np.zeros((rows, self.num_actions), np.float32)
+        searched = np.zeros(rows, np.float32)
         live = np.flatnonzero(envs.live)
         if live.size:
             rng = np.random.default_rng(int(torch.randint(2 ** 62, (1,), generator=self.generator)))
             noise = (cfg.dirichlet_alpha, cfg.dirichlet_fraction) if cfg.dirichlet_fraction > 0 and \
                 cfg.search == "puct" else None
-            results = self.mcts.search_many([PettingZooState(envs.games[g]) for g in live], noise=noise, rng=rng)
+            results = self.mcts.search_many([search_state(envs.games[g]) for g in live], noise=noise, rng=rng)
             for g, result in zip(live, results):
                 policy = result.policy(self.num_actions)
                 if result.chosen is not None:  # Gumbel: sequential halving's choice, explored by its noise
@@ -62,13 +63,15 @@ class SearchActions:
                 else:
                     a = result.best()
                 action[g], logp[g], value[g], targets[g] = a, np.log(max(policy[a], 1e-30)), result.root_value, policy
+                searched[g] = result.search_value
         return ActOutput(torch.from_numpy(action), torch.from_numpy(logp), state, torch.from_numpy(value),
-                         extras={"search_policy": torch.from_numpy(targets)})
+                         extras={"search_policy": torch.from_numpy(targets),
+                                 "search_value": torch.from_numpy(searched)})
 
     @torch.no_grad()
     def evaluate(self, states) -> tuple[np.ndarray, np.ndarray]:
         """The network's prior (a masked softmax) and value, clipped to the outcomes' range, for a batch of
-        positions (`PettingZooState`s): the leaves of every game's search at once."""
+        positions (`search_state`s): the leaves of every game's search at once."""
         observed = [state.observe() for state in states]
         obs = {OBS_KEY: torch.from_numpy(np.stack([o[OBS_KEY] for o in observed])).float(),
                MASK_KEY: torch.from_numpy(np.stack([o[MASK_KEY] for o in observed])).float()}

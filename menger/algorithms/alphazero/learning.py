@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from menger.algorithms.alphazero.losses import alphazero_loss, outcome_targets
+from menger.algorithms.alphazero.losses import alphazero_loss, outcome_targets, value_targets
 from menger.learners.learner import Learner, _obs_float, _to_device
+from menger.models.encoders import MASK_KEY, BoardCNN
 
 
 class PositionReplay:
@@ -55,12 +56,39 @@ class PositionReplay:
             self.data[key][:len(value)] = value.to(device)
 
 
+def mirror_board(rows: dict[str, torch.Tensor], board_key: str, flip: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Rows of the replay with those where `flip` [N] is true mirrored left to right: the board (`obs.` +
+    `board_key`, [N, H, W, C]) by its columns, the action mask and the target policy (one action per column)
+    reversed. The outcome and every other observation entry are the same on the mirrored board."""
+    out = dict(rows)
+    for key, dim in ((f"obs.{board_key}", 2), (f"obs.{MASK_KEY}", -1), ("policy", -1)):
+        if key in rows:
+            where = flip.view(-1, *[1] * (rows[key].dim() - 1)).to(rows[key].device)
+            out[key] = torch.where(where, rows[key].flip(dim), rows[key])
+    return out
+
+
+def _board_key(policy) -> str:
+    """The board's observation entry of a network whose actions are the board's columns; else ValueError."""
+    encoder = getattr(policy, "encoder", None)
+    actions = getattr(policy, "action_space", None)
+    if not isinstance(encoder, BoardCNN) or getattr(policy, "core", None) is not None:
+        raise ValueError("alphazero.mirror=true mirrors the board the board encoder reads: set model.encoder=board "
+                         "(no model.lstm_size, no model.network), or unset alphazero.mirror")
+    if getattr(actions, "n", None) != encoder.width:
+        raise ValueError(f"alphazero.mirror=true reverses one action per column of the board [H, W={encoder.width}, "
+                         f"C]; the actions are {actions}: it fits games played by columns (Connect Four), so unset "
+                         "alphazero.mirror for this one")
+    return encoder.board_key
+
+
 class AlphaZeroLearner(Learner):
     """`cfg`: lr, lr_schedule, adam_eps, weight_decay, batch_size, replay_size, replay_ratio, min_replay,
-    value_weight, max_grad_norm."""
+    value_weight, search_value_weight, max_grad_norm, mirror."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.board_key = _board_key(self.policy) if self.cfg.mirror else None
         self.replay = PositionReplay(self.cfg.replay_size)
         self.owed = 0.0  # minibatch steps owed to the positions added, carried between updates
 
@@ -76,6 +104,8 @@ class AlphaZeroLearner(Learner):
         where = known.flatten().nonzero().squeeze(-1)
         obs = batch["obs"] if isinstance(batch["obs"], dict) else {"": batch["obs"]}
         rows = {f"obs.{key}": value[:-1].flatten(0, 1)[where] for key, value in obs.items()}
+        if cfg.search_value_weight:
+            z = value_targets(z, batch["search_value"], cfg.search_value_weight)
         rows.update(policy=batch["search_policy"].flatten(0, 1)[where], value=z.flatten()[where])
         if where.numel():
             self.replay.add(rows)
@@ -86,6 +116,9 @@ class AlphaZeroLearner(Learner):
                  "grad_norm": torch.zeros(())}
         for _ in range(steps):
             mb = self.replay.sample(cfg.batch_size, self.generator)
+            if self.board_key is not None:
+                flip = torch.rand(cfg.batch_size, generator=self.generator) < 0.5
+                mb = mirror_board(mb, self.board_key, flip)
             mb_obs = {key[4:]: value for key, value in mb.items() if key.startswith("obs.")}
             mb_obs = _obs_float(mb_obs[""] if "" in mb_obs else mb_obs)
             with self._autocast():

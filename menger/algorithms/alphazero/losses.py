@@ -33,6 +33,13 @@ def outcome_targets(rewards: Tensor, terminated: Tensor, dones: Tensor, valid: T
     return z, known
 
 
+def value_targets(z: Tensor, search_value: Tensor, search_weight: float) -> Tensor:
+    """The value's target: the outcome z mixed with the search's value q of the same position (both from the
+    mover's view), (1 - w) z + w q. The outcome is unbiased but noisy (one game's result, decided by moves made
+    long after); the search's value is what the position was worth to a search that saw further than the network."""
+    return z if search_weight == 0.0 else (1.0 - search_weight) * z + search_weight * search_value
+
+
 def alphazero_loss(logits: Tensor, values: Tensor, target_policy: Tensor, target_value: Tensor,
                    value_weight: float = 1.0) -> tuple[Tensor, dict[str, Tensor]]:
     """AlphaZero's loss, averaged over the positions::

@@ -44,12 +44,18 @@ class AlphaZeroConfig:
     min_replay: int = field(1_000, min=1, doc="positions in the replay before training starts")
     value_weight: float = field(1.0, min=0.0, doc="weight of the value's squared error against the policy's "
                                 "cross-entropy")
+    search_value_weight: float = field(0.0, min=0.0, max=1.0, doc="the value's target is (1 - w) z + w q: z the "
+                                       "game's outcome, q the search's value of the position (the root's mean "
+                                       "value after its walks); 0: AlphaZero's outcome alone")
     max_grad_norm: float = field(5.0, min=0.0, doc="gradient norm clip (0 = none)")
+    mirror: bool = field(False, doc="train on each sampled position or its mirror image, at random: the board "
+                         "[H, W, C] flipped left to right and the actions, one per column, reversed (Connect "
+                         "Four's symmetry): twice the positions at no cost to the search")
 
 
 def search_policy(config) -> dict:
-    """Actors write the search's visit distribution beside each step, and terminations apart from cut games."""
-    return {"search_policy": True, "terminated": True}
+    """Actors write the search's policy and value beside each step, and terminations apart from cut games."""
+    return {"search_policy": True, "search_value": True, "terminated": True}
 
 
 def _problems(config) -> list[str]:

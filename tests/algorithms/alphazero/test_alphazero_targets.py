@@ -104,3 +104,56 @@ def test_the_learner_trains_replay_ratio_samples_per_new_position_once_the_repla
     assert second["sgd_steps"] == 6 and second["replay_size"] == 12  # the owed 3 and this update's 3
     assert second["loss"] == pytest.approx(second["policy_loss"] + second["value_loss"])  # read by the stop rules
     assert sorted(learner.replay.data["value"][:6].tolist()) == [-1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
+    # with the search's values mixed in at a quarter: 0.75 z + 0.25 q, q = 0.5 at every position
+    mixed = AlphaZeroLearner(policy, AlphaZeroConfig(min_replay=100, search_value_weight=0.25),
+                             device=torch.device("cpu"), total_frames=None, amp=False, seed=0)
+    mixed.update(dict(batch, search_value=torch.full((steps, games), 0.5)), frames=6)
+    assert sorted(mixed.replay.data["value"][:6].tolist()) == [-0.625, -0.625, 0.875, 0.875, 0.875, 0.875]
+
+
+def test_a_mirrored_connect_four_position_is_the_position_the_mirrored_moves_reach():
+    """mirror_board on the rows where flip is set: the board by its columns, the mask and the target policy
+    reversed, the outcome kept. Checked against the env: the moves played in mirrored columns reach the board
+    mirror_board makes, with the mirrored mask."""
+    from pettingzoo.classic import connect_four_v3
+
+    from menger.algorithms.alphazero.learning import mirror_board
+
+    def position(moves):
+        env = connect_four_v3.env()
+        env.reset(seed=0)
+        for move in moves:
+            env.step(move)
+        obs = env.observe(env.agent_selection)
+        return torch.as_tensor(obs["observation"]), torch.as_tensor(obs["action_mask"])
+
+    moves = [0, 0, 0, 0, 0, 0, 1, 5, 6]  # column 0 full: its mask entry is 0, the mirror's is column 6's
+    board, mask = position(moves)
+    mirror_image, mirror_mask = position([6 - move for move in moves])
+    assert not torch.equal(board, mirror_image)
+    policy = torch.tensor([[0.0, 0.5, 0.0, 0.0, 0.0, 0.25, 0.25]])
+    rows = {"obs.observation": torch.stack([board, board]), "obs.action_mask": torch.stack([mask, mask]),
+            "policy": torch.cat([policy, policy]), "value": torch.tensor([1.0, 1.0])}
+    out = mirror_board(rows, "observation", torch.tensor([False, True]))
+    assert torch.equal(out["obs.observation"][0], board) and torch.equal(out["obs.observation"][1], mirror_image)
+    assert torch.equal(out["obs.action_mask"][1], mirror_mask) and mirror_mask[6] == 0 and mask[0] == 0
+    assert out["policy"][1].tolist() == [0.25, 0.25, 0.0, 0.0, 0.0, 0.5, 0.0]
+    assert torch.equal(out["policy"][0], policy[0]) and out["value"].tolist() == [1.0, 1.0]
+
+
+def test_mirror_is_refused_for_a_game_whose_actions_are_not_the_columns():
+    import gymnasium
+    import numpy as np
+
+    from menger.algorithms.alphazero.learning import AlphaZeroLearner
+    from menger.algorithms.alphazero.spec import AlphaZeroConfig
+    from menger.experiment import load_experiment
+    from menger.models import build_policy
+
+    config = load_experiment("tictactoe-alphazero")
+    space = gymnasium.spaces.Dict({"observation": gymnasium.spaces.Box(0, 1, (3, 3, 2), np.int8),
+                                   "action_mask": gymnasium.spaces.Box(0, 1, (9,), np.int8)})
+    policy = build_policy(space, gymnasium.spaces.Discrete(9), config.model, "alphazero", config.env.normalize)
+    with pytest.raises(ValueError, match="one action per column.*unset alphazero.mirror"):
+        AlphaZeroLearner(policy, AlphaZeroConfig(mirror=True), device=torch.device("cpu"), total_frames=None,
+                         amp=False, seed=0)
