@@ -493,12 +493,13 @@ class RunPlayer:
 
 
 def run_player(run_dir: str | Path, policy: str | None = None, allow_import: Sequence[str] = (), seed: int = 0,
-               deterministic: bool | None = None, search: int = 0) -> Any:
+               deterministic: bool | None = None, search: int = 0, rollouts: float = 0.0) -> Any:
     """The newest policy of a multi-agent run as a `RunPlayer`. A league run has one per learner: `policy` names
     it (default: its first main agent). ``deterministic=True``: it takes its most likely action; ``False``: it
     samples, from a generator seeded by `seed`; ``None``: as its config's `env.multiagent.match_actions` says.
     ``search=N``: a `menger.search.SearchPlayer` that plays through PUCT search of N simulations a move, with the
-    policy's prior and value (Connect Four, Tic-Tac-Toe: its `act` needs the game's env as `env=`)."""
+    policy's prior and value (Connect Four, Tic-Tac-Toe: its `act` needs the game's env as `env=`); ``rollouts=W``:
+    its leaves' values mix in random playouts' outcomes with weight W (AlphaGo's), the playouts seeded by `seed`."""
     from menger.envs import make_vec_env
     from menger.launch.league import player_dirs
 
@@ -525,5 +526,5 @@ def run_player(run_dir: str | Path, policy: str | None = None, allow_import: Seq
     if search:
         from menger.search import SearchPlayer
 
-        return SearchPlayer(player, search)
+        return SearchPlayer(player, search, rollouts=rollouts, seed=seed)
     return player

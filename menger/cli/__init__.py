@@ -140,6 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     ma.add_argument("--search", type=int, default=0, metavar="N", help="the player (a run) plays through PUCT tree "
                     "search with its network's prior and value, N simulations a move (Connect Four, Tic-Tac-Toe)")
     ma.add_argument("--opponent-search", type=int, default=0, metavar="N", help="the opponent (a run) searches too")
+    ma.add_argument("--rollouts", type=float, default=0.0, metavar="W", help="the searches value each new leaf as "
+                    "(1 - W) x the network's value + W x a random playout's outcome (AlphaGo's mixed evaluation; "
+                    "default 0: the network's value alone, as AlphaZero)")
     acting = ma.add_mutually_exclusive_group()
     acting.add_argument("--stochastic", action="store_const", const=True, default=None, help="runs sample their "
                         "actions (seeded by --seed) instead of taking the most likely: two deterministic runs would "
@@ -443,21 +446,29 @@ def cmd_match(args) -> int:
     # one game at a time: a policy sees one position (or a search's few leaves) per call, where torch's thread
     # pool only adds hand-offs (a Connect Four net's forward: 0.67 ms on one thread, 3.8 ms on two, here)
     torch.set_num_threads(1)
+    if args.rollouts and not (args.search or args.opponent_search):
+        raise SystemExit(f"menger match: --rollouts {args.rollouts} weighs playouts in a search's leaf values; add "
+                         "--search N (or --opponent-search N)")
+    if not 0.0 <= args.rollouts <= 1.0:
+        raise SystemExit(f"menger match: --rollouts W is the playouts' weight in [0, 1]; got {args.rollouts}")
     env_id, env_kwargs = match_env(args.player, args.env, args.allow_import)
     player_seed, opponent_seed = np.random.SeedSequence(args.seed).generate_state(2)
     player = make_opponent(args.player, env_id, int(player_seed), args.allow_import, policy=args.policy,
-                           stochastic=args.stochastic, env_kwargs=env_kwargs, search=args.search)
+                           stochastic=args.stochastic, env_kwargs=env_kwargs, search=args.search,
+                           rollouts=args.rollouts)
     opponent = make_opponent(args.opponent, env_id, int(opponent_seed), args.allow_import, stochastic=args.stochastic,
-                             env_kwargs=env_kwargs, search=args.opponent_search)
+                             env_kwargs=env_kwargs, search=args.opponent_search, rollouts=args.rollouts)
     player, opponent = Timed(player), Timed(opponent)
     result = play_match(env_factory(env_id, env_kwargs), player, opponent, args.games, args.seed)
     timing = move_times(player, opponent)
     if args.json:
         print(json.dumps({"player": args.player, "opponent": args.opponent, "env": env_id, "seed": args.seed,
-                          "search": args.search, "opponent_search": args.opponent_search, **timing,
+                          "search": args.search, "opponent_search": args.opponent_search,
+                          "rollouts": args.rollouts, **timing,
                           **result.as_dict()}))
     else:
-        searched = f" (player searching {args.search} simulations a move)" if args.search else ""
+        searched = f" (player searching {args.search} simulations a move" + \
+            (f", playouts weighing {args.rollouts})" if args.rollouts else ")") if args.search else ""
         print(format_result(result, f"{args.player} vs {args.opponent} on {env_id}: {args.games} games, seed "
                             f"{args.seed}{searched}"))
         print("; ".join(f"{who.split('_')[0]}: median {seconds * 1000:.1f} ms a move"

@@ -306,7 +306,8 @@ class RandomPlayer:
 
 
 def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy: str | None = None,
-                  stochastic: bool | None = None, env_kwargs: dict | None = None, search: int = 0):
+                  stochastic: bool | None = None, env_kwargs: dict | None = None, search: int = 0,
+                  rollouts: float = 0.0):
     """A player from its spec (the first argument of `menger match` is read the same way):
 
     * ``random``: a legal action uniformly at random;
@@ -323,7 +324,7 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
       "menger-rl[openspiel]"``), for Connect Four and Tic-Tac-Toe (``menger.search.openspiel``).
 
     ``search=N`` (a run directory only): the run's network plays through PUCT search of N simulations a move
-    (``menger.search``).
+    (``menger.search``); ``rollouts=W``: that search's leaf values mix in random playouts with weight W.
     """
     spec = str(spec)
     if search and not Path(spec).is_dir():
@@ -345,7 +346,8 @@ def make_opponent(spec: str, env_id: str, seed: int = 0, allow_import=(), policy
         return env_bot(spec[len("bot:"):], env_id, seed, env_kwargs)
     if Path(spec).is_dir():
         deterministic = None if stochastic is None else not stochastic
-        return run_player(spec, policy, allow_import, seed, deterministic=deterministic, search=search)
+        return run_player(spec, policy, allow_import, seed, deterministic=deterministic, search=search,
+                          rollouts=rollouts)
     if ":" in spec:
         return imported_player(spec, seed, allow_import)
     raise MatchError(f"unknown player {spec!r}: give random, alphabeta:DEPTH, bot:NAME, openspiel:mcts:N, a run "
@@ -394,13 +396,13 @@ _construct = bots.construct
 
 
 def run_player(run_dir: str, policy: str | None, allow_import=(), seed: int = 0, deterministic: bool | None = None,
-               search: int = 0):
+               search: int = 0, rollouts: float = 0.0):
     """A trained Menger run as a player (`menger.api.run_player`)."""
     from menger import api
 
     try:
         return api.run_player(run_dir, policy=policy, allow_import=tuple(allow_import), seed=seed,
-                              deterministic=deterministic, search=search)
+                              deterministic=deterministic, search=search, rollouts=rollouts)
     except (ValueError, FileNotFoundError) as exc:
         raise MatchError(f"{run_dir} cannot be loaded as a player: {exc}") from exc
 

@@ -101,6 +101,19 @@ class ConnectFourState:
             return 0.0
         return 1.0 if SEATS[self.winner] == seat else -1.0
 
+    def playout(self, rng: np.random.Generator) -> float:
+        """The outcome of the game played on by uniformly random legal moves, from the view of the seat to move
+        here (`menger.search.mcts.playout`; this position is left as it is)."""
+        seat, game = SEATS[self.mover], self.clone()
+        draws = rng.random(ROWS * COLUMNS - self.moves).tolist()
+        heights, tops = game.heights, _TOPS
+        for draw in draws:
+            if game.winner is not None:
+                break
+            legal = [c for c in range(COLUMNS) if heights[c] < tops[c]]
+            game.step(legal[int(draw * len(legal))])
+        return game.outcome(seat)
+
     def observe(self) -> dict:
         """The seat to move's observation, as PettingZoo gives it: {"observation": [6, 7, 2] int8 (the mover's
         pieces, the other seat's), "action_mask": [7] int8}."""

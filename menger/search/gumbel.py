@@ -79,7 +79,7 @@ class GumbelSearch(MCTS):
         return int(np.argmax(improved_policy(node) - node.visits / (1.0 + node.visits.sum())))
 
     def _search_many(self, states: Sequence[GameState], noise, rng) -> list[SearchResult]:
-        priors, values = self.evaluate(states)
+        priors, values = self._evaluate(states)
         roots = [self._node(state, prior, value) for state, prior, value in zip(states, priors, values)]
         gumbels = [rng.gumbel(size=len(root.actions)) if rng is not None else np.zeros(len(root.actions))
                    for root in roots]
@@ -97,7 +97,7 @@ class GumbelSearch(MCTS):
                     leaves.append(leaf_state)
             if not leaves:
                 continue
-            leaf_priors, leaf_values = self.evaluate(leaves)
+            leaf_priors, leaf_values = self._evaluate(leaves)
             for path, leaf_state, leaf_prior, leaf_value in zip(paths, leaves, leaf_priors, leaf_values):
                 node, index = path[-1]
                 node.children[index] = self._node(leaf_state, leaf_prior, leaf_value)

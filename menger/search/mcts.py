@@ -100,13 +100,41 @@ class SearchResult:
         return int(self.actions[top[np.argmax(self.q[top])]])
 
 
+def playout(state: GameState, rng: np.random.Generator) -> float:
+    """The outcome of one game played on from `state` by uniformly random legal moves, from the view of the seat
+    to move at `state` (a game state may bring a faster `playout(rng)` of its own)."""
+    own = getattr(state, "playout", None)
+    if own is not None:
+        return own(rng)
+    seat, game = state.to_move(), state.clone()
+    while not game.terminal():
+        legal = np.flatnonzero(game.legal())
+        game.step(int(legal[rng.integers(len(legal))]))
+    return game.outcome(seat)
+
+
 class MCTS:
+    """`rollouts` in [0, 1]: each new leaf's value is (1 - rollouts) v + rollouts z, v the network's and z a
+    random playout's outcome from the leaf (AlphaGo's mixed evaluation, its lambda; 0: the network's alone, as
+    AlphaZero), the playouts drawn from a generator seeded by `seed`."""
+
     def __init__(self, evaluate: Evaluate, simulations: int = 100, c_puct: float = 1.25, batch: int = 8,
-                 virtual_loss: float = 1.0):
+                 virtual_loss: float = 1.0, rollouts: float = 0.0, seed: int | None = None):
         if simulations < 1 or batch < 1:
             raise ValueError(f"simulations ({simulations}) and batch ({batch}) must be at least 1")
+        if not 0.0 <= rollouts <= 1.0:
+            raise ValueError(f"rollouts is the playouts' weight in a leaf's value, in [0, 1]; got {rollouts}")
         self.evaluate, self.simulations, self.c_puct = evaluate, simulations, c_puct
         self.batch, self.virtual_loss = batch, virtual_loss
+        self.rollouts, self.playout_rng = float(rollouts), np.random.default_rng(seed)
+
+    def _evaluate(self, states: Sequence[GameState]) -> tuple[np.ndarray, np.ndarray]:
+        """`evaluate`, with the playouts' outcomes mixed into the values when `rollouts` is set."""
+        priors, values = self.evaluate(states)
+        if self.rollouts:
+            outcomes = np.array([playout(state, self.playout_rng) for state in states])
+            values = (1.0 - self.rollouts) * np.asarray(values, dtype=np.float64) + self.rollouts * outcomes
+        return priors, values
 
     def search(self, state: GameState) -> SearchResult:
         return self.search_many([state])[0]
@@ -128,7 +156,7 @@ class MCTS:
                 gc.enable()
 
     def _search_many(self, states, noise, rng) -> list[SearchResult]:
-        priors, values = self.evaluate(states)
+        priors, values = self._evaluate(states)
         roots = [self._node(state, prior, value) for state, prior, value in zip(states, priors, values)]
         if noise is not None:
             alpha, fraction = noise
@@ -151,7 +179,7 @@ class MCTS:
             done += walks
             if not leaves:
                 continue
-            leaf_priors, leaf_values = self.evaluate(leaves)
+            leaf_priors, leaf_values = self._evaluate(leaves)
             for path, leaf_state, leaf_prior, leaf_value in zip(paths, leaves, leaf_priors, leaf_values):
                 self._apply_virtual_loss(path, undo=True)
                 node, index = path[-1]

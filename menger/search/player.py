@@ -1,6 +1,7 @@
 """A policy-value network that plays through search (`menger match RUN --search N`).
 
     player = SearchPlayer(menger.api.run_player(RUN), simulations=400)   # or run_player(RUN, search=400)
+    player = SearchPlayer(network, 400, rollouts=0.5, seed=0)  # leaves valued half by random playouts (AlphaGo)
     action = player.act(observation, action_mask, env=env)   # env: the live AEC env, cloned, never stepped
 
 The network is anything with `priors_and_values(observations, action_masks, agents) -> (priors [n, A], values
@@ -18,9 +19,10 @@ from menger.search.mcts import MCTS, SearchResult
 
 
 class SearchPlayer:
-    def __init__(self, network: Any, simulations: int, c_puct: float = 1.25, batch: int = 8):
+    def __init__(self, network: Any, simulations: int, c_puct: float = 1.25, batch: int = 8, rollouts: float = 0.0,
+                 seed: int | None = 0):
         self.network = network
-        self.mcts = MCTS(self._evaluate, simulations, c_puct, batch)
+        self.mcts = MCTS(self._evaluate, simulations, c_puct, batch, rollouts=rollouts, seed=seed)
         self.last: SearchResult | None = None
 
     def act(self, observation: Any, action_mask: Any = None, env: Any = None) -> int:

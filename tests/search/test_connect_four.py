@@ -102,3 +102,18 @@ def test_search_gets_bitboards_for_connect_four_and_the_env_state_for_other_game
         full.step(3)
     with pytest.raises(ValueError, match="column 3 cannot be played: it is full"):
         full.step(3)
+
+
+def test_random_playouts_leave_the_position_and_score_from_the_movers_view():
+    rng = np.random.default_rng(0)
+    empty = ConnectFourState()
+    outcomes = [empty.playout(rng) for _ in range(2000)]
+    assert empty.moves == 0 and empty.pieces == [0, 0]
+    # random against random: the first seat wins about 56 %, the second about 44 %, draws are rare
+    assert 0.03 < float(np.mean(outcomes)) < 0.21 and set(outcomes) <= {-1.0, 0.0, 1.0}
+    one_left = _both([5, 5, 5, 0, 5, 4, 4, 6, 6, 3, 5, 1, 3, 5, 2, 1, 2, 3, 0, 4, 1, 4, 3, 0, 2, 2, 2, 1, 0, 0, 0, 2,
+                      1, 6, 1, 3, 4, 4, 3, 6, 6])  # the draw above, its last move not yet played
+    assert one_left.playout(rng) == 0.0
+    last_cell = _both([5, 5, 5, 0, 5, 4, 4, 6, 6, 3, 5, 1, 3, 5, 2, 1, 2, 3, 0, 4, 1, 4, 3, 0, 2, 2, 2, 1, 0, 0, 0, 2,
+                       1, 6, 1, 3, 4, 4, 3, 6])  # two cells left in column 6: player_0, then player_1, then a draw
+    assert {last_cell.playout(np.random.default_rng(seed)) for seed in range(5)} == {0.0}

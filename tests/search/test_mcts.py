@@ -138,6 +138,27 @@ def test_the_search_value_is_the_mean_of_the_roots_value_and_every_walks(mover):
     assert result.root_value == pytest.approx(root_value)
 
 
+def test_rollouts_mix_each_new_leafs_playout_into_the_networks_value():
+    from menger.search.mcts import playout
+
+    def constant(states):
+        return np.full((len(states), 3), 1 / 3), np.full(len(states), 0.3)
+
+    root = Nim(9, "a")
+    result = MCTS(constant, simulations=1, batch=1, rollouts=0.5, seed=7).search(root)
+    draws = np.random.default_rng(7)
+    root_playout = playout(root, draws)  # the root's playout is drawn first, then the one leaf's
+    leaf = root.clone()
+    leaf.step(int(result.actions[result.visits.argmax()]))
+    leaf_playout = playout(leaf, draws)
+    assert result.root_value == pytest.approx(0.15 + 0.5 * root_playout)
+    assert result.q[result.visits.argmax()] == pytest.approx(-(0.15 + 0.5 * leaf_playout))  # the other seat moves
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        MCTS(constant, rollouts=1.5)
+    # playouts alone, with a network that knows nothing: the searches still take Nim's winning move (leave 4)
+    assert MCTS(constant, simulations=300, batch=1, rollouts=1.0, seed=0).search(Nim(5, "a")).best() == 0
+
+
 @pytest.mark.parametrize("batch", [1, 4, 16])
 def test_batched_leaves_spend_exactly_the_simulations_and_call_the_network_per_batch(batch):
     calls = []

@@ -49,12 +49,25 @@ def test_a_missing_openspiel_names_the_extra(monkeypatch):
 def test_the_command_searches_with_a_run_and_reports_time_per_move(tmp_path, monkeypatch, capsys):
     from menger.search import SearchPlayer
 
-    monkeypatch.setattr(match, "run_player", lambda *args, search=0, **kwargs: SearchPlayer(UniformNetwork(), search))
+    built = []
+
+    def searching(*args, search=0, rollouts=0.0, seed=0, **kwargs):
+        built.append(SearchPlayer(UniformNetwork(), search, rollouts=rollouts, seed=seed))
+        return built[-1]
+
+    monkeypatch.setattr(match, "run_player", searching)
     assert main(["match", str(tmp_path), "--env", TTT, "--opponent", "random", "--search", "100", "--games", "4",
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["search"] == 100 and report["wins"] + report["draws"] + report["losses"] == 4
     assert report["player_move_s"] > report["opponent_move_s"] > 0
+    assert main(["match", str(tmp_path), "--env", TTT, "--opponent", "random", "--search", "50", "--rollouts", "0.5",
+                 "--games", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rollouts"] == 0.5 and built[-1].mcts.rollouts == 0.5
+    with pytest.raises(SystemExit, match="add --search N"):
+        main(["match", str(tmp_path), "--env", TTT, "--opponent", "random", "--rollouts", "0.5"])
+    with pytest.raises(SystemExit, match=r"in \[0, 1\]; got 2.0"):
+        main(["match", str(tmp_path), "--env", TTT, "--opponent", "random", "--search", "5", "--rollouts", "2"])
 
 
 def test_openspiel_bot_plays_a_pettingzoo_registry_id():
