@@ -165,6 +165,21 @@ def test_connect_four_benchmark_times_random_play_and_alpha_beta(tmp_path):
     assert json.loads((tmp_path / "c4.json").read_text())["alphabeta_depth"] == 1
 
 
+def test_the_search_benchmark_times_both_position_kinds_side_by_side(tmp_path, capsys):
+    import torch
+
+    search_speed = _benchmark("search_speed")
+    threads = torch.get_num_threads()
+    try:
+        out = search_speed.main(["--games", "2", "--repeats", "1", "--play-walks", "8", "--json",
+                                 str(tmp_path / "s.json")])
+    finally:
+        torch.set_num_threads(threads)
+    for key in ("step_s gumbel, 16 walks", "step_s puct, 50 walks", "move_s network value", "move_s half playouts"):
+        assert out[key]["pettingzoo"] > 0 and out[key]["bitboards"] > 0
+    assert "speed-up" in capsys.readouterr().out and json.loads((tmp_path / "s.json").read_text())["games"] == 2
+
+
 def test_the_multiagent_benchmark_prints_each_figure_beside_its_baseline(capsys):
     multiagent = _benchmark("multiagent")
     import torch
