@@ -8,7 +8,9 @@ One simulation walks from the root by PUCT,
 
     a* = argmax_a  Q(s, a) + c_puct * P(s, a) * sqrt(N(s)) / (1 + N(s, a))
 
-with Q from the view of the seat to move at s (0 for an action not yet tried), expands the leaf it reaches, and
+with Q from the view of the seat to move at s (0 for an action not yet tried) and N(s) = 1 + sum_b N(s, b), the
+visit that expanded s counted (as mctx and AlphaZero's pseudocode count it at interior nodes: without it, sqrt(0)
+would leave every new node's first walk to the first legal action, whatever the prior), expands the leaf it reaches, and
 backs its value up the path, negated at each step where the seat to move changes (a game's terminal states
 are scored by their outcome, not by the network). `batch` leaves are gathered per network call: a virtual loss
 (one visit that lost) on each path sends the next walk elsewhere, and is taken back before the real values are
@@ -63,8 +65,9 @@ class Node:
         self.value_sum = np.zeros(len(self.actions))
 
     def choose(self, c_puct: float) -> int:
-        """The PUCT choice (an index into `actions`); ties go to the first, as argmax takes them."""
-        total = self.visits.sum()
+        """The PUCT choice (an index into `actions`); ties go to the first, as argmax takes them. N(s) counts the
+        visit that expanded this node: a new node's first walk follows the prior."""
+        total = 1.0 + self.visits.sum()
         q = np.divide(self.value_sum, self.visits, out=np.zeros_like(self.value_sum), where=self.visits > 0)
         u = c_puct * self.prior * math.sqrt(total) / (1.0 + self.visits)
         return int(np.argmax(q + u))

@@ -66,7 +66,7 @@ def reference_visits(root_state, evaluate, simulations: int, c_puct: float) -> d
     def simulate(key, state) -> float:
         """The value of `state` from the view of its mover, after one simulation through it."""
         node = stats[key]
-        total = sum(node["N"].values())
+        total = 1 + sum(node["N"].values())  # the visit that expanded the node counts
         scores = [(node["W"][a] / node["N"][a] if node["N"][a] else 0.0)
                   + c_puct * node["P"][a] * math.sqrt(total) / (1 + node["N"][a]) for a in node["actions"]]
         action = node["actions"][int(np.argmax(scores))]
@@ -103,12 +103,15 @@ def test_the_puct_choice_by_hand():
     node = Node("a", np.array([0, 1, 2]), np.array([0.5, 0.3, 0.2]))
     node.visits[:] = [2, 1, 0]
     node.value_sum[:] = [1.0, 0.8, 0.0]
-    # Q + 1.25 P sqrt(3) / (1 + N): 0.5 + 0.3608 = 0.861, 0.8 + 0.3248 = 1.125, 0 + 0.4330 = 0.433
+    # Q + 1.25 P sqrt(1 + 3) / (1 + N): 0.5 + 0.4167 = 0.917, 0.8 + 0.375 = 1.175, 0 + 0.5 = 0.5
     assert node.choose(1.25) == 1
-    # with a larger constant the prior weighs more: 0.5 + 1.443 = 1.943, 0.8 + 1.299 = 2.099, 1.732
+    # with a larger constant the prior weighs more: 0.5 + 1.667 = 2.167, 0.8 + 1.5 = 2.3, 2.0
     assert node.choose(5.0) == 1
-    node.value_sum[:] = [1.0, -0.5, 0.0]  # action 1 now loses on average: 0.861, -0.175, 0.433
+    node.value_sum[:] = [1.0, -0.5, 0.0]  # action 1 now loses on average: 0.917, -0.125, 0.5
     assert node.choose(1.25) == 0
+    # a node no walk has left yet: the visit that expanded it counts, so the first walk follows the prior
+    fresh = Node("a", np.array([0, 1, 2]), np.array([0.1, 0.7, 0.2]))
+    assert fresh.choose(1.25) == 1
 
 
 @pytest.mark.parametrize("mover", ["a", "b"])
