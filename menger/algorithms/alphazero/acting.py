@@ -11,7 +11,8 @@ games. With `search: puct`, PUCT with Dirichlet noise on the roots' priors, then
 distribution for the first `temperature_moves` moves of a game (openings vary), the most visited one after; the
 target is the visit distribution. With `search: gumbel` (`menger.search.gumbel`), sequential halving over the
 top `considered` actions by Gumbel noise plus logits chooses the move, and the target is the improved policy.
-Every draw comes from the actor's torch generator, so an actor's snapshot holds its search's randomness and a
+With `random_moves: p`, each of a game's first `temperature_moves` moves is, with chance p, a legal move drawn
+uniformly instead (its position still searched and written with the search's policy). Every draw comes from the actor's torch generator, so an actor's snapshot holds its search's randomness and a
 resumed run plays the same moves.
 """
 from __future__ import annotations
@@ -56,9 +57,12 @@ class SearchActions:
             results = self.mcts.search_many([search_state(envs.games[g]) for g in live], noise=noise, rng=rng)
             for g, result in zip(live, results):
                 policy = result.policy(self.num_actions)
-                if result.chosen is not None:  # Gumbel: sequential halving's choice, explored by its noise
+                opening = envs.moves[g] < cfg.temperature_moves
+                if opening and cfg.random_moves and rng.random() < cfg.random_moves:  # an opening off the policy
+                    a = int(rng.choice(result.actions))
+                elif result.chosen is not None:  # Gumbel: sequential halving's choice, explored by its noise
                     a = result.chosen
-                elif envs.moves[g] < cfg.temperature_moves:
+                elif opening:
                     a = int(rng.choice(self.num_actions, p=policy))
                 else:
                     a = result.best()

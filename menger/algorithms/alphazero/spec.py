@@ -33,7 +33,11 @@ class AlphaZeroConfig:
                                       "(0: none)")
     temperature_moves: int = field(10, min=0, doc="puct: the first this many moves of a game are drawn from the "
                                    "visit distribution, the rest are the most visited move (gumbel explores by "
-                                   "its noise)")
+                                   "its noise); both: the opening random_moves applies to")
+    random_moves: float = field(0.0, min=0.0, max=1.0, doc="the chance that each of a game's first "
+                                "temperature_moves moves is a legal move drawn uniformly instead of the search's "
+                                "(the position is still searched and trained on): openings keep varying once the "
+                                "policy is sharp, where search's own noise lets self-play repeat a few games")
     lr: float = field(1e-3, min=0.0, doc="AdamW learning rate")
     lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
     adam_eps: float = field(1e-8, min=0.0, doc="AdamW epsilon")

@@ -96,6 +96,14 @@ def test_searching_games_together_gives_the_visits_of_searching_them_one_by_one(
         assert np.array_equal(alone.visits, result.visits) and np.array_equal(alone.actions, result.actions)
 
 
+class _Params:  # the port's parameters: version 0, already in the policy
+    def version(self):
+        return 0
+
+    def read_into(self, network):
+        return 0
+
+
 def test_the_actors_search_writes_visit_distributions_and_plays_legal_moves():
     from menger.experiment import load_experiment
     from menger.models import build_policy
@@ -104,15 +112,7 @@ def test_the_actors_search_writes_visit_distributions_and_plays_legal_moves():
     envs = SelfPlayGames(tictactoe_v3.env, 4, seed=0, round_length=9)
     policy = build_policy(envs.single_observation_space, envs.single_action_space, config.model, config.algo,
                           config.env.normalize)
-
-    class Params:  # the port's parameters: version 0, already in the policy
-        def version(self):
-            return 0
-
-        def read_into(self, network):
-            return 0
-
-    source = SearchActions(policy, Params(), torch.Generator().manual_seed(0), envs=envs, settings=config.alphazero)
+    source = SearchActions(policy, _Params(), torch.Generator().manual_seed(0), envs=envs, settings=config.alphazero)
     obs = envs.reset()
     for _ in range(9):
         mask = obs["action_mask"].copy()
@@ -123,3 +123,34 @@ def test_the_actors_search_writes_visit_distributions_and_plays_legal_moves():
         assert (targets[live][mask[live] == 0] == 0).all()  # visits only on legal moves
         assert all(mask[g, a] for g, a in enumerate(out.action.numpy()) if live[g])
         obs = envs.step(out.action.numpy()).obs
+
+
+@pytest.mark.parametrize("search", ["gumbel", "puct"])
+def test_random_opening_moves_vary_the_games_a_sharp_policy_would_repeat(search):
+    """A network sure of one move: without random_moves every Connect Four game opens the same (Gumbel's noise
+    is no match for a sharp prior, the visit counts follow it too); with them each of the first temperature_moves
+    moves is drawn uniformly with that chance, and later moves are the search's again."""
+    from menger.algorithms.alphazero.spec import AlphaZeroConfig
+
+    class Sure(torch.nn.Module):
+        def forward(self, obs, state=None):
+            logits = torch.full((len(obs["observation"]), 7), -20.0)
+            logits[:, 3] = 20.0
+            return logits.masked_fill(obs["action_mask"] < 0.5, -1e9), torch.zeros(len(logits)), state
+
+    def openings(random_moves):
+        envs = SelfPlayGames(connect_four_v3.env, 32, seed=0, round_length=42)
+        settings = AlphaZeroConfig(search=search, simulations=8, temperature_moves=4, random_moves=random_moves,
+                                   dirichlet_fraction=0.0)
+        source = SearchActions(Sure(), _Params(), torch.Generator().manual_seed(0), envs=envs, settings=settings)
+        obs, moves = envs.reset(), []
+        for _ in range(6):
+            action = source.act(obs, None).action.numpy()
+            moves.append(action.copy())
+            obs = envs.step(action).obs
+        return np.stack(moves, 1)  # [games, moves]
+
+    assert (openings(0.0) == 3).all()
+    varied = openings(0.5)
+    assert len({tuple(game[:4]) for game in varied}) > 8 and (varied[:, :4] != 3).mean() > 0.25
+    assert (varied[:, 4:] == 3).mean() > (varied[:, :4] == 3).mean()
