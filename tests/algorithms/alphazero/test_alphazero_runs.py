@@ -54,7 +54,7 @@ def test_the_tic_tac_toe_preset_learns_to_beat_random_play_and_searches_at_play_
     random = make_opponent("random", TTT, seed=1)
     alone = play_match(env_factory(TTT), api.run_player(run), random, games=100, seed=7)
     assert alone.score >= 0.9, alone
-    searched = play_match(env_factory(TTT), api.run_player(run, search=25), random, games=100, seed=7)
+    searched = play_match(env_factory(TTT), api.run_player(run, search=100), random, games=100, seed=7)
     assert searched.losses == 0, searched
 
 
