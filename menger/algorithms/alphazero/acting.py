@@ -12,8 +12,9 @@ distribution for the first `temperature_moves` moves of a game (openings vary), 
 target is the visit distribution. With `search: gumbel` (`menger.search.gumbel`), sequential halving over the
 top `considered` actions by Gumbel noise plus logits chooses the move, and the target is the improved policy.
 With `random_moves: p`, each of a game's first `temperature_moves` moves is, with chance p, a legal move drawn
-uniformly instead (its position still searched and written with the search's policy). Every draw comes from the actor's torch generator, so an actor's snapshot holds its search's randomness and a
-resumed run plays the same moves.
+uniformly instead (its position still searched and written with the search's policy). Every draw comes from the
+actor's torch generator, so an actor's snapshot holds its search's randomness and a resumed run plays the same
+moves.
 """
 from __future__ import annotations
 
