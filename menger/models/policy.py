@@ -146,17 +146,22 @@ class Policy(nn.Module):
             self.log_std = nn.Parameter(torch.full((self.head.num_gaussian,), float(init_log_std)))
         _orthogonal_init(self, skip=self.encoder if network else None)
         if board_mirror:
-            self._check_mirror(action_space)
+            self.column_board_key("model.board_mirror", action_space)
 
-    def _check_mirror(self, action_space: gym.Space) -> None:
+    def column_board_key(self, setting: str, action_space: gym.Space | None = None) -> str:
+        """The board encoder's observation entry ("" for a bare board) when the actions are the board's columns,
+        so that the board and its actions can be mirrored together (`model.board_mirror`, AlphaZero's
+        `alphazero.mirror`); a ValueError naming `setting` when they cannot."""
+        action_space = self.codec.env_space if action_space is None else action_space
         if not isinstance(self.encoder, BoardCNN) or self.core is not None:
-            raise ValueError("model.board_mirror=true needs model.encoder=board and no recurrent core "
+            raise ValueError(f"{setting}=true needs model.encoder=board and no recurrent core "
                              "(model.lstm_size=0): it mirrors the board the board encoder reads")
         width = self.encoder.width
         if not (isinstance(action_space, gym.spaces.Discrete) and action_space.n == width):
-            raise ValueError(f"model.board_mirror=true mirrors one action per column of the board [H, W={width}, C]; "
+            raise ValueError(f"{setting}=true mirrors one action per column of the board [H, W={width}, C]; "
                              f"the actions are {action_space}: it fits games played by columns (Connect Four), "
-                             "so unset model.board_mirror for this one")
+                             f"so unset {setting} for this one")
+        return self.encoder.board_key
 
     def _check_custom(self, network: str) -> None:
         """One forward on zeros: a network whose outputs do not fit the action space fails here, saying so."""

@@ -13,7 +13,7 @@ import torch
 
 from menger.algorithms.alphazero.losses import alphazero_loss, outcome_targets, value_targets
 from menger.learners.learner import Learner, _obs_float, _to_device
-from menger.models.encoders import MASK_KEY, BoardCNN
+from menger.models.encoders import MASK_KEY
 
 
 class PositionReplay:
@@ -68,27 +68,13 @@ def mirror_board(rows: dict[str, torch.Tensor], board_key: str, flip: torch.Tens
     return out
 
 
-def _board_key(policy) -> str:
-    """The board's observation entry of a network whose actions are the board's columns; else ValueError."""
-    encoder = getattr(policy, "encoder", None)
-    actions = getattr(policy, "action_space", None)
-    if not isinstance(encoder, BoardCNN) or getattr(policy, "core", None) is not None:
-        raise ValueError("alphazero.mirror=true mirrors the board the board encoder reads: set model.encoder=board "
-                         "(no model.lstm_size, no model.network), or unset alphazero.mirror")
-    if getattr(actions, "n", None) != encoder.width:
-        raise ValueError(f"alphazero.mirror=true reverses one action per column of the board [H, W={encoder.width}, "
-                         f"C]; the actions are {actions}: it fits games played by columns (Connect Four), so unset "
-                         "alphazero.mirror for this one")
-    return encoder.board_key
-
-
 class AlphaZeroLearner(Learner):
     """`cfg`: lr, lr_schedule, adam_eps, weight_decay, batch_size, replay_size, replay_ratio, min_replay,
     value_weight, search_value_weight, max_grad_norm, mirror."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.board_key = _board_key(self.policy) if self.cfg.mirror else None
+        self.board_key = self.policy.column_board_key("alphazero.mirror") if self.cfg.mirror else None
         self.replay = PositionReplay(self.cfg.replay_size)
         self.owed = 0.0  # minibatch steps owed to the positions added, carried between updates
 

@@ -157,3 +157,10 @@ def test_mirror_is_refused_for_a_game_whose_actions_are_not_the_columns():
     with pytest.raises(ValueError, match="one action per column.*unset alphazero.mirror"):
         AlphaZeroLearner(policy, AlphaZeroConfig(mirror=True), device=torch.device("cpu"), total_frames=None,
                          amp=False, seed=0)
+    connect4 = load_experiment("connect4-alphazero")  # mirror on: its actions are the board's seven columns
+    space = gymnasium.spaces.Dict({"observation": gymnasium.spaces.Box(0, 1, (6, 7, 2), np.int8),
+                                   "action_mask": gymnasium.spaces.Box(0, 1, (7,), np.int8)})
+    policy = build_policy(space, gymnasium.spaces.Discrete(7), connect4.model, "alphazero", connect4.env.normalize)
+    learner = AlphaZeroLearner(policy, connect4.alphazero, device=torch.device("cpu"), total_frames=None, amp=False,
+                               seed=0)
+    assert connect4.alphazero.mirror and learner.board_key == "observation"
