@@ -131,15 +131,15 @@ def test_a_run_directory_plays_through_api_run_player(tmp_path, monkeypatch):
                       RandomPlayer)
     make_opponent(str(tmp_path), CONNECT_FOUR, seed=4, stochastic=True)
     make_opponent(str(tmp_path), CONNECT_FOUR, seed=5, stochastic=False)
-    make_opponent(str(tmp_path), CONNECT_FOUR, seed=6, search=50)
+    make_opponent(str(tmp_path), CONNECT_FOUR, seed=6, search=50, rollouts=0.5)
     assert calls == [((str(tmp_path),), {"policy": "main", "allow_import": ("x",), "seed": 3, "deterministic": None,
-                                         "search": 0}),
+                                         "search": 0, "rollouts": 0.0}),
                      ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 4, "deterministic": False,
-                                         "search": 0}),
+                                         "search": 0, "rollouts": 0.0}),
                      ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 5, "deterministic": True,
-                                         "search": 0}),
+                                         "search": 0, "rollouts": 0.0}),
                      ((str(tmp_path),), {"policy": None, "allow_import": (), "seed": 6, "deterministic": None,
-                                         "search": 50})]
+                                         "search": 50, "rollouts": 0.5})]
     with pytest.raises(MatchError, match="--policy names a policy of a run directory"):
         make_opponent("random", CONNECT_FOUR, policy="main")
 
