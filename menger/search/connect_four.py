@@ -91,7 +91,8 @@ class ConnectFourState:
         return SEATS[self.mover]
 
     def legal(self) -> np.ndarray:
-        return np.array([self.heights[c] < _TOPS[c] for c in range(COLUMNS)], dtype=np.int8)
+        """The action mask: the observation's, read once per position (search evaluates a leaf, then expands it)."""
+        return self.observe()["action_mask"]
 
     def terminal(self) -> bool:
         return self.winner is not None
@@ -121,5 +122,6 @@ class ConnectFourState:
             mine, theirs = self.pieces[self.mover], self.pieces[1 - self.mover]
             planes = (np.array([mine, theirs], dtype=np.int64)[:, None, None] >> _BITS) & 1
             self._observed = {"observation": np.ascontiguousarray(planes.transpose(1, 2, 0), dtype=np.int8),
-                              "action_mask": self.legal()}
+                              "action_mask": np.array([self.heights[c] < _TOPS[c] for c in range(COLUMNS)],
+                                                      dtype=np.int8)}
         return self._observed
