@@ -13,3 +13,15 @@ QUIET = ["log.tensorboard=false", "log.progress=false"]  # what a test's trainin
 def quiet():
     """--set overrides that keep a test's run to its metrics: no TensorBoard files, no progress display."""
     return list(QUIET)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the threads the tests left running. A thread still inside torch or another native library while the
+    interpreter shuts down can crash it after every test has passed (`make test` runs Python with -X faulthandler
+    so that such a crash prints every thread's stack); this list says which threads were left to do so."""
+    import threading
+
+    left = [thread for thread in threading.enumerate() if thread is not threading.main_thread()]
+    if left:
+        terminalreporter.write_line(f"threads still running after the tests ({len(left)}): "
+                                    + ", ".join(f"{t.name}{' (daemon)' if t.daemon else ''}" for t in left))
