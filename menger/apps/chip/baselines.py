@@ -1,7 +1,8 @@
 """Non-learning placers, used as yardsticks for the RL agent: random legal, greedy, simulated annealing.
 
 Each returns a Layout with every movable hard macro on a grid-cell centre; `finish` then places the soft
-macros force-directed and reports the proxy cost, exactly as the environment does at the end of an episode.
+macros (force-directed, as the environment does at the end of an episode, then analytically) and reports the
+proxy cost.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 import numpy as np
 
 from menger.apps.chip import costs as C
+from menger.apps.chip.analytic import AnalyticSettings, place_soft_macros_analytic
 from menger.apps.chip.candidates import candidate_costs
 from menger.apps.chip.canvas import rectangles_overlap
 from menger.apps.chip.incremental import IncrementalCost
@@ -105,9 +107,12 @@ def _propose(problem: ChipProblem, layout: C.Layout, rng: np.random.Generator, r
 
 def simulated_annealing(problem: ChipProblem, budget_s: float, rng: np.random.Generator,
                         start: C.Layout | None = None, weights: dict | None = None,
-                        track_congestion: bool = True) -> C.Layout:
+                        track_congestion: bool = True, snapshots: list | None = None,
+                        snapshot_every_s: float | None = None) -> C.Layout:
     """Metropolis search over swap / shift / flip moves with incremental costs, cooling geometrically from
-    a temperature set by the typical cost change to 1/1000 of it over `budget_s` seconds. Returns the best."""
+    a temperature set by the typical cost change to 1/1000 of it over `budget_s` seconds. Returns the best.
+    With `snapshots` (a list) and `snapshot_every_s`, appends (seconds, best layout so far) at each multiple
+    of `snapshot_every_s` and at the end: the anytime curve of one run."""
     weights = weights or {}
     layout = start.copy() if start is not None else random_placement(problem, rng)
     cost = IncrementalCost(problem.model, layout, track_congestion=track_congestion)
@@ -124,7 +129,11 @@ def simulated_annealing(problem: ChipProblem, budget_s: float, rng: np.random.Ge
     radius_max = max(problem.grid.columns, problem.grid.rows) // 2
     temperature0 = None
     began = time.perf_counter()
+    next_snapshot = snapshot_every_s if snapshots is not None and snapshot_every_s else float("inf")
     while (elapsed := (time.perf_counter() - began) / max(budget_s, 1e-9)) < 1.0:
+        if elapsed * budget_s >= next_snapshot:
+            snapshots.append((elapsed * budget_s, best_layout.copy()))
+            next_snapshot += snapshot_every_s
         radius = max(1, int(round(radius_max * (1 - elapsed))))
         move = _propose(problem, cost.layout, rng, radius)
         if move is None:
@@ -144,10 +153,23 @@ def simulated_annealing(problem: ChipProblem, budget_s: float, rng: np.random.Ge
         else:
             for macro, x, y, orientation in reversed(undo):
                 cost.move(macro, float(x), float(y), orientation)
+    if snapshots is not None:
+        snapshots.append((time.perf_counter() - began, best_layout.copy()))
     return best_layout
 
 
-def finish(problem: ChipProblem, layout: C.Layout, soft_macro_steps: int = 100) -> tuple[C.Layout, C.ProxyCost]:
-    """Place soft macros force-directed and evaluate all three costs from scratch."""
+SOFT_PLACERS = ("analytic", "fd")
+
+
+def finish(problem: ChipProblem, layout: C.Layout, soft_macro_steps: int = 100, soft: str = "analytic",
+           weights: dict | None = None) -> tuple[C.Layout, C.ProxyCost]:
+    """Place the soft macros and evaluate all three costs from scratch: `soft_macro_steps` force-directed
+    steps (what the environment scores an episode with), then, with soft="analytic", the analytical placer
+    from there (analytic.py), which keeps the cheaper of the two under `weights`."""
+    if soft not in SOFT_PLACERS:
+        raise ValueError(f"soft placer {soft!r} is not one of {SOFT_PLACERS}")
     final = place_soft_macros(problem.model, layout, soft_macro_steps)
-    return final, C.proxy_cost(problem.model, final)
+    if soft == "fd":
+        return final, C.proxy_cost(problem.model, final)
+    result = place_soft_macros_analytic(problem.model, final, AnalyticSettings(), weights)
+    return result.layout, result.cost

@@ -7,7 +7,7 @@ import pathlib
 
 import numpy as np
 
-from menger.apps.chip.canvas import Grid
+from menger.apps.chip.canvas import Grid, rectangles_overlap
 from menger.apps.chip.costs import CostModel, Layout, ProxyCost
 from menger.apps.chip.netlist import HARD_MACRO, KIND_NAMES, PORT, SOFT_MACRO, STDCELL, Netlist, load_netlist
 from menger.apps.chip.plc import Placement, PlcHeader, load_plc
@@ -72,6 +72,34 @@ class ChipProblem:
 
 
 PLACEABLE = (HARD_MACRO, SOFT_MACRO, PORT, STDCELL)
+
+
+def legality_problems(problem: ChipProblem, layout: Layout) -> list[str]:
+    """What makes a layout illegal, empty when it is legal: a hard macro that overlaps another one, reaches
+    outside the canvas or onto a blockage, or a soft macro outside the canvas. (Soft macros may overlap
+    anything: they are clusters of standard cells, and the density cost counts what they share.)"""
+    model, header, names = problem.model, problem.header, problem.netlist.names
+    found = []
+    hard = model.hard_macros
+    w, h = model.footprint(layout, hard)
+    x, y = layout.x[hard], layout.y[hard]
+    overlap = rectangles_overlap(x[:, None], y[:, None], w[:, None], h[:, None], x[None], y[None], w[None], h[None])
+    first, second = np.nonzero(np.triu(overlap, k=1))
+    found += [f"hard macros {names[hard[a]]!r} and {names[hard[b]]!r} overlap" for a, b in zip(first, second)]
+    for kind, nodes in (("hard macro", hard), ("soft macro", model.soft_macros)):
+        nw, nh = model.footprint(layout, nodes)
+        nx, ny = layout.x[nodes], layout.y[nodes]
+        outside = ((nx - nw / 2 < -1e-6) | (nx + nw / 2 > header.width + 1e-6)
+                   | (ny - nh / 2 < -1e-6) | (ny + nh / 2 > header.height + 1e-6))
+        found += [f"{kind} {names[node]!r} reaches outside the {header.width} x {header.height} canvas"
+                  for node in nodes[outside]]
+    for blockage in header.blockages:
+        if blockage.rate <= 0:
+            continue
+        bx, by = (blockage.x_min + blockage.x_max) / 2, (blockage.y_min + blockage.y_max) / 2
+        hits = rectangles_overlap(x, y, w, h, bx, by, blockage.x_max - blockage.x_min, blockage.y_max - blockage.y_min)
+        found += [f"hard macro {names[node]!r} sits on the blockage {blockage}" for node in hard[hits]]
+    return found
 
 
 def check_placement_fits(placement: Placement, net: Netlist, plc: pathlib.Path, netlist: pathlib.Path) -> None:

@@ -49,3 +49,16 @@ def test_annealing_is_legal_and_beats_its_random_start(tiles):
     _, before = finish(tiles, start, soft_macro_steps=0)
     _, after = finish(tiles, annealed, soft_macro_steps=0)
     assert after.weighted() < before.weighted() - 0.02
+
+
+def test_annealing_snapshots_its_best_so_far_at_each_interval_and_at_the_end(tiles):
+    rng = np.random.default_rng(0)
+    start = random_placement(tiles, rng)
+    snapshots: list = []
+    annealed = simulated_annealing(tiles, budget_s=1.0, rng=rng, start=start, snapshots=snapshots,
+                                   snapshot_every_s=0.25)
+    seconds = [at for at, _ in snapshots]
+    assert 3 <= len(snapshots) <= 5 and seconds == sorted(seconds) and seconds[-1] >= 1.0
+    np.testing.assert_array_equal(snapshots[-1][1].x, annealed.x)  # the last snapshot is the result
+    costs = [finish(tiles, layout, soft_macro_steps=0, soft="fd")[1].weighted() for _, layout in snapshots]
+    assert all(later <= earlier + 1e-9 for earlier, later in zip(costs, costs[1:]))  # best so far never gets dearer
