@@ -161,6 +161,7 @@ def placed(ran: Ran) -> None:
 def costed(ran: Ran) -> None:
     for word in ("wirelength", "density", "congestion"):
         assert word in ran.stdout.lower(), f"`menger cost` does not print {word}"
+    assert "legal: hard macros inside the canvas" in ran.stdout, ran.stdout  # what `menger place` wrote is legal
 
 
 def scheduled(*policies: str) -> Callable[[Ran], None]:

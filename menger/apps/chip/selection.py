@@ -4,7 +4,8 @@ PPO's policy moves in noisy steps: on Ariane one seed's final policy placed 1.3 
 the same run's earlier policies placed better. `CheckpointRollouts` therefore rolls out every checkpoint
 the run saves (deterministically, the way `menger place` scores a policy) while training goes on, and
 keeps the cheapest. The result is still the deterministic rollout of a policy the run produced, scored by
-the full proxy cost after the soft-macro pass; only which of the run's policies is kept changes.
+the full proxy cost as the environment scores an episode (after its soft-macro pass, if any); only which of
+the run's policies is kept changes. `menger place` then finishes the cheapest few (commands.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import logging
 import pathlib
 import threading
+import time
 
 import numpy as np
 
@@ -35,12 +37,14 @@ def placement_settings(env_kwargs: dict) -> dict:
 @dataclasses.dataclass(frozen=True)
 class Rollout:
     """One policy's deterministic placement: the checkpoint step it came from, the hard macros as placed,
-    and the proxy cost after the soft-macro pass (None when the policy boxed itself in)."""
+    the proxy cost after the environment's soft-macro pass (None when the policy boxed itself in), and
+    when its checkpoint was found, in seconds since the watcher started (0 outside a watcher)."""
 
     step: int
     layout: Layout | None
     cost: ProxyCost | None
     proxy: float
+    elapsed_s: float = 0.0
 
 
 def deterministic_rollout(policy, problem: ChipProblem, env_kwargs: dict | None = None,
@@ -73,9 +77,15 @@ class BestRollout:
         self.best: Rollout | None = None
         self.history: list[Rollout] = []
 
-    def evaluate(self, step: int, policy, problem: ChipProblem, env_kwargs: dict | None = None) -> Rollout:
+    def evaluate(self, step: int, policy, problem: ChipProblem, env_kwargs: dict | None = None,
+                 elapsed_s: float = 0.0) -> Rollout:
         layout, cost = deterministic_rollout(policy, problem, env_kwargs)
-        return Rollout(step, layout, cost, cost.weighted(**self.weights) if cost is not None else float("inf"))
+        return Rollout(step, layout, cost, cost.weighted(**self.weights) if cost is not None else float("inf"),
+                       elapsed_s)
+
+    def cheapest(self, count: int) -> list[Rollout]:
+        """Up to `count` rollouts that placed every macro, cheapest first."""
+        return sorted((r for r in self.history if r.cost is not None), key=lambda r: r.proxy)[:count]
 
     def offer(self, rollout: Rollout) -> None:
         self.history.append(rollout)
@@ -106,8 +116,10 @@ class CheckpointRollouts(Observer):
         self._saved = threading.Event()  # a checkpoint was written since the last look
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        self._began = time.perf_counter()
 
     def start(self) -> None:
+        self._began = time.perf_counter()
         self._thread = threading.Thread(target=self._watch, name="chip-checkpoint-rollouts", daemon=True)
         self._thread.start()
 
@@ -147,9 +159,10 @@ class CheckpointRollouts(Observer):
         if checkpoint is None or checkpoint.path.name == self._rolled_out:
             return None
         self._rolled_out = checkpoint.path.name
+        found_s = time.perf_counter() - self._began
         state = unflatten_state(checkpoint.tensors, checkpoint.metadata)
         policy = self._policy(state["learner"]["model"])
-        rollout = self.tracker.evaluate(checkpoint.step, policy, self.problem, self.env_kwargs)
+        rollout = self.tracker.evaluate(checkpoint.step, policy, self.problem, self.env_kwargs, found_s)
         self.tracker.offer(rollout)
         log.info("checkpoint %d: deterministic rollout proxy cost %.6f (best so far %.6f)", rollout.step,
                  rollout.proxy, self.tracker.best.proxy if self.tracker.best is not None else float("inf"))
@@ -183,8 +196,9 @@ class CheckpointRollouts(Observer):
 
 
 def summary(history: list[Rollout]) -> dict:
-    """What the report records about the rollouts: each checkpoint step with its proxy cost, and the best."""
-    costs = [(r.step, None if r.cost is None else round(r.proxy, 6)) for r in history]
+    """What the report records about the rollouts: each checkpoint step with its proxy cost and the seconds
+    into the run its checkpoint was found, and the best."""
+    costs = [(r.step, None if r.cost is None else round(r.proxy, 6), round(r.elapsed_s, 1)) for r in history]
     placed = [r for r in history if r.cost is not None]
     best = min(placed, key=lambda r: r.proxy) if placed else None
     return {"rollouts": costs, "best_step": None if best is None else best.step,
