@@ -1,5 +1,5 @@
 """`menger`: train | resume | tune | eval | match | plot | bench | league | presets | config | completion, and the
-applications' place | cost | schedule."""
+applications' place | cost | schedule | schedule-gpus."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,8 @@ APP_COMMANDS = {
     "place": ("menger.apps.chip.commands", "place_main", "place a netlist's macros (rl, sa, greedy, random)"),
     "cost": ("menger.apps.chip.commands", "cost_main", "proxy costs of a placement: wirelength, density, congestion"),
     "schedule": ("menger.apps.cluster.commands", "schedule_main", "evaluate cluster schedulers; sweep the load"),
+    "schedule-gpus": ("menger.apps.gpucluster.commands", "schedule_gpus_main",
+                      "GPU-sharing schedulers (FGD and others) on a production trace"),
 }
 
 
