@@ -20,6 +20,7 @@ import numpy as np
 from menger.apps.gpucluster.cluster import ClusterState, task_list
 from menger.apps.gpucluster.evaluate import CURVE_PERCENTS, INFLATION_RATIO, RunRecord, evaluate
 from menger.apps.gpucluster.frag import target_workload
+from menger.apps.gpucluster.learned import learned_factory
 from menger.apps.gpucluster.policies import HEURISTICS
 from menger.apps.gpucluster.trace import WHERE_TO_GET, TraceError, check_fits, read_nodes, read_tasks
 from menger.extras import require
@@ -56,8 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace", required=True, metavar="TASKS.csv",
                         help="the task file (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...), e.g. "
                              "openb_pod_list_default.csv")
-    parser.add_argument("--policy", action="append", metavar="NAME",
-                        help=f"a heuristic ({', '.join(HEURISTICS)}); repeat for several (default: all)")
+    parser.add_argument("--policy", action="append", metavar="NAME|RUN_DIR",
+                        help=f"a heuristic ({', '.join(HEURISTICS)}) or the run directory of a GpuSharing-v0 "
+                             "policy (menger train gpushare-ppo); repeat for several (default: the heuristics)")
     parser.add_argument("--seeds", type=int, default=10, help="inflation runs per policy (default 10)")
     parser.add_argument("--seed", type=int, default=FIRST_SEED, help=f"first seed (default {FIRST_SEED})")
     parser.add_argument("--ratio", type=float, default=INFLATION_RATIO,
@@ -73,8 +75,9 @@ def _check(args: argparse.Namespace) -> None:
     if not 0 < args.ratio <= 3:
         raise ValueError(f"--ratio must lie in (0, 3], got {args.ratio}.")
     for name in args.policy or ():
-        if name not in HEURISTICS:
-            raise ValueError(f"unknown policy {name!r}: use one of {', '.join(HEURISTICS)}.")
+        if name not in HEURISTICS and not Path(name).is_dir():
+            raise ValueError(f"unknown policy {name!r}: use one of {', '.join(HEURISTICS)} or a training run "
+                             "directory.")
     if not args.no_plot:
         require("matplotlib", "plot", PLOT_PURPOSE)
 
@@ -90,8 +93,9 @@ def _compare(args: argparse.Namespace, state: ClusterState, tasks: list) -> None
     for name in names:
         records: list[RunRecord] = []
         start = time.perf_counter()
+        scheduler = name if name in HEURISTICS else learned_factory(name)
         for seed in seeds:
-            records.append(evaluate(state, tasks, workload, name, seed, args.ratio))
+            records.append(evaluate(state, tasks, workload, scheduler, seed, args.ratio))
         curves[name] = np.stack([record.allocation_at() for record in records])
         rates[name] = sum(len(r.placed) for r in records) / sum(r.seconds for r in records)
         print(f"  {name}: {args.seeds} runs in {time.perf_counter() - start:.1f} s ({rates[name]:,.0f} tasks/s)",

@@ -10,7 +10,9 @@ mean allocation ratio of the arrivals at that percent, as the paper's scripts co
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -68,10 +70,13 @@ def run(state: ClusterState, tasks: list[Task], order: list[int], scheduler: Sch
     allocated = np.zeros(len(order), np.int64)
     placed = np.zeros(len(order), bool)
     requested, in_use = 0, state.gpu_milli_allocated
+    arrive = getattr(scheduler, "arrive", None)  # a scheduler that wants to see every arrival, placed or not
     start = time.perf_counter()
     for step, index in enumerate(order):
         task = tasks[index]
         requested += task.gpu_demand
+        if arrive is not None:
+            arrive(task)
         feasible = np.flatnonzero(state.feasible(task))
         if len(feasible):
             node, gpus = scheduler.place(state, task, feasible)
@@ -103,11 +108,16 @@ def node_rank(count: int, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(count)
 
 
-def evaluate(state: ClusterState, tasks: list[Task], workload: TargetWorkload, scheduler: str, seed: int,
-             ratio: float = INFLATION_RATIO) -> RunRecord:
-    """One inflation run of the heuristic ``scheduler`` from a copy of ``state``: order, node ranks and the
-    scheduler's own draws all come from ``seed``."""
+SchedulerFactory = Callable[[TargetWorkload, np.ndarray, np.random.Generator], Scheduler]
+
+
+def evaluate(state: ClusterState, tasks: list[Task], workload: TargetWorkload, scheduler: str | SchedulerFactory,
+             seed: int, ratio: float = INFLATION_RATIO) -> RunRecord:
+    """One inflation run of ``scheduler`` (a heuristic's name, or a factory taking the target workload, the node
+    rank and a generator) from a copy of ``state``: order, node ranks and the scheduler's own draws all come
+    from ``seed``."""
     rng = np.random.default_rng(seed)
     order = inflated_order(tasks, state.total_gpu_milli, rng, ratio)
     rank = node_rank(len(state), rng)
-    return run(state.copy(), tasks, order, make_scheduler(scheduler, workload, rank, rng))
+    factory = partial(make_scheduler, scheduler) if isinstance(scheduler, str) else scheduler
+    return run(state.copy(), tasks, order, factory(workload, rank, rng))

@@ -27,16 +27,21 @@ SHAPES_PER_STEP = 1
 
 @dataclass(frozen=True)
 class TargetWorkload:
-    """Task classes and their frequencies; arrays are indexed by class."""
+    """Task classes and how often each occurs; arrays are indexed by class."""
 
     cpu_milli: np.ndarray
     num_gpu: np.ndarray
     gpu_milli: np.ndarray
     models: np.ndarray
-    weight: np.ndarray
+    count: np.ndarray
 
     def __len__(self) -> int:
-        return len(self.weight)
+        return len(self.count)
+
+    @property
+    def weight(self) -> np.ndarray:
+        """Each class's frequency; they sum to one."""
+        return self.count / self.count.sum()
 
 
 def target_workload(tasks: list[Task], popularity: float = POPULARITY, include_cpu_tasks: bool = True
@@ -58,14 +63,20 @@ def target_workload(tasks: list[Task], popularity: float = POPULARITY, include_c
         kept = step_end
     shapes = shapes[:kept]
     columns = np.array([shape for shape, _ in shapes], np.int64).reshape(-1, 4)
-    weight = np.array([count for _, count in shapes], np.float64)
+    count = np.array([count for _, count in shapes], np.int64)
     return TargetWorkload(cpu_milli=columns[:, 0].copy(), num_gpu=columns[:, 2].copy(),
-                          gpu_milli=columns[:, 1].copy(), models=columns[:, 3].copy(), weight=weight / weight.sum())
+                          gpu_milli=columns[:, 1].copy(), models=columns[:, 3].copy(), count=count)
 
 
 def fragmentation(cpu_left: np.ndarray, gpu_left: np.ndarray, model_bit: np.ndarray,
                   workload: TargetWorkload) -> np.ndarray:
-    """[M] expected GPU fragment, in milli-GPU, of M node states (``gpu_left`` is [M, G])."""
+    """[M] expected GPU fragment, in milli-GPU, of M node states (``gpu_left`` is [M, G]).
+
+    The sum over classes is taken in whole numbers (fragment times count) and divided once, so a node's value
+    does not depend on which other states it is computed beside, and two states with the same fragments give
+    exactly the same value: FGD's score of a change that moves no fragment is then exactly 50, not 49 or 50
+    by rounding.
+    """
     total = gpu_left.sum(axis=-1)                                        # [M]
     below = gpu_left[:, None, :] < workload.gpu_milli[None, :, None]     # [M, K, G]
     partial = (gpu_left[:, None, :] * below).sum(axis=-1)                # [M, K]: share on GPUs too full
@@ -74,4 +85,4 @@ def fragmentation(cpu_left: np.ndarray, gpu_left: np.ndarray, model_bit: np.ndar
     placeable = (enough_gpus & accessible & (cpu_left[:, None] >= workload.cpu_milli[None, :])
                  & (workload.gpu_milli[None, :] > 0))
     fragment = np.where(placeable, partial, total[:, None])               # [M, K]
-    return fragment @ workload.weight
+    return (fragment @ workload.count) / workload.count.sum()

@@ -160,17 +160,22 @@ class FragmentationGradientDescent:
 
     def scores(self, state: ClusterState, task: Task, feasible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(score [F], GPU [F]) per feasible node: its best score and, for a fractional task, the GPU giving it."""
+        reduction, gpu = self.reductions(state, task, feasible)
+        return sigmoid_score(reduction), gpu
+
+    def reductions(self, state: ClusterState, task: Task, feasible: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(fragmentation reduction [F] in milli-GPU, GPU [F]) per feasible node, at the GPU FGD would use."""
         key = (task.score_cpu, task.num_gpu, task.gpu_milli)
         if key not in self._cache:
             self._cache[key] = (np.full(len(state), -1), np.zeros(len(state)), np.zeros(len(state), np.int64))
-        version, score, gpu = self._cache[key]
+        version, reduction, gpu = self._cache[key]
         stale = feasible[version[feasible] != state.version[feasible]]
         if len(stale):
-            score[stale], gpu[stale] = self._score(state, task, stale)
+            reduction[stale], gpu[stale] = self._reduction(state, task, stale)
             version[stale] = state.version[stale]
-        return score[feasible], gpu[feasible]
+        return reduction[feasible], gpu[feasible]
 
-    def _score(self, state: ClusterState, task: Task, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _reduction(self, state: ClusterState, task: Task, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         before = self.node_fragmentation(state, nodes)
         cpu_after = state.cpu_left[nodes] - task.score_cpu
         left = state.gpu_left[nodes]
@@ -181,16 +186,18 @@ class FragmentationGradientDescent:
                 take = idle & (np.cumsum(idle, axis=1) <= task.num_gpu)
                 after_left[take] -= MILLI
             after = fragmentation(cpu_after, after_left, state.model_bit[nodes], self.workload)
-            return sigmoid_score(before - after), np.zeros(len(nodes), np.int64)
+            return before - after, np.zeros(len(nodes), np.int64)
         slots = left.shape[1]
         choices = np.repeat(left[:, None, :], slots, axis=1)                       # [M, G choice, G]
         diagonal = np.arange(slots)
         choices[:, diagonal, diagonal] -= task.gpu_milli
         after = fragmentation(np.repeat(cpu_after, slots), choices.reshape(-1, slots),
                               np.repeat(state.model_bit[nodes], slots), self.workload).reshape(-1, slots)
-        score = np.where(left >= task.gpu_milli, sigmoid_score(before[:, None] - after), -1.0)
+        reduction = before[:, None] - after
+        score = np.where(left >= task.gpu_milli, sigmoid_score(reduction), -1.0)
         best = np.argmax(score, axis=1)                                            # first GPU among equals
-        return score[np.arange(len(nodes)), best], best
+        rows = np.arange(len(nodes))
+        return reduction[rows, best], best
 
     def place(self, state: ClusterState, task: Task, feasible: np.ndarray) -> tuple[int, np.ndarray]:
         scores, gpus = self.scores(state, task, feasible)
