@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--nodes", required=True, metavar="NODES.csv",
                         help="the node file (sn,cpu_milli,memory_mib,gpu,model), e.g. openb_node_list_gpu_node.csv")
     parser.add_argument("--trace", required=True, metavar="TASKS.csv",
-                        help="the task file (name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...), e.g. "
+                        help="the task file (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]), e.g. "
                              "openb_pod_list_default.csv")
     parser.add_argument("--policy", action="append", metavar="NAME|RUN_DIR",
                         help=f"a heuristic ({', '.join(HEURISTICS)}) or the run directory of a GpuSharing-v0 "

@@ -13,7 +13,8 @@ and tasks (pods) as::
 
 ``gpu_milli`` is the share of *each* requested GPU in thousandths (a task with ``num_gpu=1, gpu_milli=460``
 shares one GPU; ``num_gpu=8, gpu_milli=1000`` takes eight whole ones). ``gpu_spec`` lists the GPU models the
-task may run on, separated by ``|``; empty means any. The other columns are carried but not needed to schedule.
+task may run on, separated by ``|``; empty (or a file without the column, as some of the trace's variants are)
+means any. The other columns are carried but not needed to schedule.
 
 The files carry no licence, so none ships with Menger: pass the paths of your copies. A row that cannot be read
 stops the whole file with a message naming the file, the line and the column; nothing is half loaded.
@@ -29,7 +30,7 @@ import numpy as np
 
 MILLI = 1000  # a whole GPU in gpu_milli units
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-TASK_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+TASK_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")  # gpu_spec too, where a file has it
 WHERE_TO_GET = ("the trace is not shipped (it has no licence): get openb_node_list_gpu_node.csv and "
                 "openb_pod_list_*.csv from https://github.com/alibaba/clusterdata/tree/master/"
                 "cluster-trace-gpu-v2023/csv")
@@ -128,7 +129,7 @@ def read_nodes(path: str | Path) -> Nodes:
 
 
 def read_tasks(path: str | Path) -> Tasks:
-    """Read a task file (``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...``)."""
+    """Read a task file (``name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]``)."""
     rows = _read_rows(path, TASK_COLUMNS, "task")
     names, cpu, memory, num_gpu, gpu_milli, spec = [], [], [], [], [], []
     for where, row in rows:
@@ -174,7 +175,8 @@ def write_tasks(path: str | Path, tasks: Tasks) -> None:
     """Write ``tasks`` in the trace's task format; the columns scheduling does not read are filled plainly."""
     with Path(path).open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow((*TASK_COLUMNS, "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time"))
+        writer.writerow((*TASK_COLUMNS, "gpu_spec", "qos", "pod_phase", "creation_time", "deletion_time",
+                         "scheduled_time"))
         for i, name in enumerate(tasks.names):
             writer.writerow([name, tasks.cpu_milli[i], tasks.memory_mib[i], tasks.num_gpu[i], tasks.gpu_milli[i],
                              "|".join(sorted(tasks.gpu_spec[i])), "LS", "Running", i, "", i])

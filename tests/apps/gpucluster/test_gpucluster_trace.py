@@ -85,3 +85,9 @@ def test_tasks_for_models_the_cluster_lacks_are_refused(small_trace, write_file,
     odd = read_tasks(write_file(texts[1].replace("T4|G2", "A100"), "tasks.csv"))
     with pytest.raises(TraceError, match=r"task 'p3' may run only on GPU models \['A100'\].*models: \['G2', 'T4'\]"):
         check_fits(nodes, odd)
+
+
+def test_a_task_file_without_gpu_spec_allows_any_model(write_file, texts):
+    rows = [row.split(",")[:5] for row in texts[1].strip().split("\n")]
+    tasks = read_tasks(write_file("\n".join(",".join(row) for row in rows) + "\n", "tasks.csv"))
+    assert tasks.gpu_spec == (frozenset(),) * 4 and tasks.gpu_milli.tolist() == [500, 1000, 0, 1000]
