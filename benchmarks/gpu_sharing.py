@@ -57,6 +57,10 @@ def main() -> None:
     parser.add_argument("--policy", action="append", default=[], help="a GpuSharing-v0 run directory")
     parser.add_argument("--out", default="gpu-sharing-out")
     args = parser.parse_args()
+    if args.policy:
+        import torch
+
+        torch.set_num_threads(1)  # one small forward per task: a second thread only waits for the first
     nodes = read_nodes(args.nodes)
     tasks = task_list(read_tasks(args.trace), nodes.models)
     state, workload = ClusterState(nodes), target_workload(tasks)

@@ -84,6 +84,10 @@ def _check(args: argparse.Namespace) -> None:
 
 def _compare(args: argparse.Namespace, state: ClusterState, tasks: list) -> None:
     names = args.policy or list(HEURISTICS)
+    if any(name not in HEURISTICS for name in names):
+        import torch
+
+        torch.set_num_threads(1)  # one small forward per task: a second thread only waits for the first
     workload = target_workload(tasks)
     seeds = range(args.seed, args.seed + args.seeds)
     print(f"{len(state)} nodes, {state.nodes.total_gpus} GPUs; {len(tasks)} tasks in the trace; target workload "

@@ -32,10 +32,11 @@ class LearnedScheduler:
         self.arrived_milli += task.gpu_demand
 
     def place(self, state: ClusterState, task: Task, feasible: np.ndarray) -> tuple[int, np.ndarray]:
-        rows, gpus = node_features(state, task, feasible, self.fgd, self.arrived_milli)
         if len(feasible) == 1:
             node = int(feasible[0])
+            _, gpus = self.fgd.reductions(state, task, feasible)
         else:
+            rows, gpus = node_features(state, task, feasible, self.fgd, self.arrived_milli)
             mask = np.zeros(len(state), np.int8)
             mask[feasible] = 1
             observation = {NODES_KEY: rows[self.by_rank][None], MASK_KEY: mask[self.by_rank][None]}

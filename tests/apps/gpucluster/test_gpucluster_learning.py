@@ -37,4 +37,4 @@ def test_gpushare_ppo_learns_to_pack_better_than_random(tmp_path, quiet):
     rng = np.random.default_rng(0)
     trained = mean_return(env, lambda obs: int(policy.act({k: v[None] for k, v in obs.items()})[0]))
     random = mean_return(env, lambda obs: int(rng.choice(np.flatnonzero(obs[MASK_KEY]))))
-    assert trained > random + 1.0, (trained, random)
+    assert trained > random + 2.5, (trained, random)   # seeds 1-3 here: -42.6, -42.8, -42.5 against -47.9
