@@ -348,3 +348,28 @@ def test_the_suite_peers_table_gives_no_ratio_where_sb3_ended_at_random():
     assert rows[0]["ratio"] is None and rows[0]["ratio_kind"] == "reference at random"
     table = peers.format_rows("classic", "ppo", "PPO", rows, "python benchmarks/suite_peers.py classic --algo ppo")
     assert "| -106.9 [-111.0, -101.4] | – (SB3 at random) |" in table
+
+
+def test_the_gpu_sharing_benchmark_sets_each_heuristic_beside_the_reference_simulators_runs(tmp_path, capsys,
+                                                                                          monkeypatch):
+    import numpy as np
+
+    from menger.apps.gpucluster.synthetic import synthetic_nodes, synthetic_tasks
+    from menger.apps.gpucluster.trace import write_nodes, write_tasks
+    rng = np.random.default_rng(0)
+    write_nodes(tmp_path / "nodes.csv", synthetic_nodes(20, rng))
+    write_tasks(tmp_path / "tiny_trace.csv", synthetic_tasks(500, rng))
+    with (tmp_path / "reference.csv").open("w", newline="") as handle:  # the simulator's format, one FGD run
+        writer = csv.writer(handle)
+        writer.writerow(["workload", "sc_policy", "tune", "seed", "total_gpus", *range(131)])
+        writer.writerow(["tiny_trace", "06-FGD", 1.3, 42, 100, *[min(p, 90.0) for p in range(131)]])
+    bench = _benchmark("gpu_sharing")
+    monkeypatch.setattr(sys, "argv", ["gpu_sharing.py", "--nodes", str(tmp_path / "nodes.csv"), "--trace",
+                                      str(tmp_path / "tiny_trace.csv"), "--reference", str(tmp_path / "reference.csv"),
+                                      "--seeds", "2", "--out", str(tmp_path / "out")])
+    bench.main()
+    out = capsys.readouterr().out
+    assert out.count("menger") == 6 and out.count("reference") == 1  # one row per heuristic; FGD has a reference row
+    result = json.loads((tmp_path / "out" / "tiny_trace.json").read_text())
+    assert result["policies"]["fgd"]["max_gap_80_130"] is not None
+    assert result["policies"]["best-fit"]["max_gap_80_130"] is None
