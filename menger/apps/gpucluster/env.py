@@ -16,7 +16,8 @@ arrived workload) and ``final_allocation``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import gymnasium as gym
@@ -112,6 +113,13 @@ class GpuSharingEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, **kwargs):
+        known = {field.name for field in fields(GpuSharingConfig)}
+        for key in kwargs:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"GpuSharing-v0 has no setting {key!r}{hint}; its settings: "
+                                 f"{', '.join(sorted(known))}.")
         if isinstance(kwargs.get("trace"), list):
             kwargs["trace"] = tuple(kwargs["trace"])
         for key in ("share_fraction", "multi_gpu_fraction"):

@@ -71,6 +71,8 @@ def test_the_node_file_and_trace_are_subsampled_per_episode(tmp_path):
     assert len(names) == 3
     with pytest.raises(ValueError, match="is not a file"):
         GpuSharingEnv(nodes=str(tmp_path / "absent.csv"))
+    with pytest.raises(ValueError, match="no setting 'num_node' \\(did you mean 'num_nodes'\\?\\)"):
+        GpuSharingEnv(num_node=8)
 
 
 def test_the_untrained_network_picks_fgds_node_on_clusters_of_any_size():
