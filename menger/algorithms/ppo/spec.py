@@ -37,6 +37,6 @@ ALGORITHM = Algorithm(
     settings="ppo", network=policy_network, coordination="sync", gamma=lambda config: config.ppo.gamma,
     minibatches=_minibatches, custom_network=True, independent_agents=True, recurrent=True, board_mirror=True,
     normalize=True, presets=("ppo", "cartpole-ppo", "pendulum-ppo", "pendulum-ppo-normalized", "chip-ppo",
-                             "deeprm-ppo", "marl", "selfplay", "league", "connect4-selfplay", "connect4-league",
-                             "wargame-mappo", "wargame-league"),
+                             "deeprm-ppo", "gpushare-ppo", "marl", "selfplay", "league", "connect4-selfplay",
+                             "connect4-league", "wargame-mappo", "wargame-league"),
 )
