@@ -61,8 +61,9 @@ class GpuSharingConfig:
     synthetic_tasks: int = 8000
 
     def __post_init__(self):
-        if self.num_nodes < 0:
-            raise ValueError(f"num_nodes must be 0 (all) or positive, got {self.num_nodes}.")
+        if self.num_nodes < 0 or self.num_nodes == 1:
+            raise ValueError(f"num_nodes must be 0 (all the node file's) or at least 2 (with one node there is no "
+                             f"choice to make), got {self.num_nodes}.")
         if not 0 < self.ratio <= 3:
             raise ValueError(f"ratio must lie in (0, 3], got {self.ratio}.")
         if self.nodes == "synthetic" and self.num_nodes == 0:

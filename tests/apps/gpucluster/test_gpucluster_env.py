@@ -71,6 +71,8 @@ def test_the_node_file_and_trace_are_subsampled_per_episode(tmp_path):
     assert len(names) == 3
     with pytest.raises(ValueError, match="is not a file"):
         GpuSharingEnv(nodes=str(tmp_path / "absent.csv"))
+    with pytest.raises(ValueError, match="at least 2 \\(with one node there is no choice to make\\), got 1"):
+        GpuSharingEnv(num_nodes=1)
     with pytest.raises(ValueError, match="no setting 'num_node' \\(did you mean 'num_nodes'\\?\\)"):
         GpuSharingEnv(num_node=8)
 
