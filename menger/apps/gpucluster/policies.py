@@ -137,7 +137,8 @@ class FragmentationGradientDescent:
     reduction, truncated, so near-equal nodes tie and go by rank).
 
     A node's score for a task shape is kept until the node changes, so a decision costs the nodes that
-    changed since that shape was last placed, not the whole cluster.
+    changed since that shape was last placed, not the whole cluster. The cache follows one ``ClusterState``
+    (its ``version`` counters): use one scheduler per state, as ``evaluate`` does.
     """
 
     def __init__(self, workload: TargetWorkload, rank: np.ndarray):
