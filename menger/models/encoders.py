@@ -23,7 +23,8 @@ CRITIC_KEY = "critic_state"
 BOARD_KEY = "observation"  # a Dict observation's board, for the board encoder (PettingZoo's classic games' name)
 
 
-def _mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
+def mlp(sizes: list[int], activation: type[nn.Module] = nn.ReLU) -> nn.Sequential:
+    """Linear layers of the given sizes, each followed by ``activation`` (the last one too)."""
     layers: list[nn.Module] = []
     for n_in, n_out in zip(sizes[:-1], sizes[1:]):
         layers += [nn.Linear(n_in, n_out), activation()]
@@ -49,7 +50,7 @@ class MLPEncoder(nn.Module):
         in_dim = sum(self.cnns[self.cnn_of[k]].out_dim if k in self.cnn_of else
                      self.one_hot.get(k) or int(np.prod(_entry_space(obs_space, k).shape)) for k in self.keys)
         act = {"tanh": nn.Tanh, "relu": nn.ReLU}[activation]
-        self.net = _mlp([in_dim, *hidden], act)
+        self.net = mlp([in_dim, *hidden], act)
         self.out_dim = hidden[-1] if hidden else in_dim
 
     def _entry(self, x: torch.Tensor, key: str) -> torch.Tensor:
@@ -145,7 +146,7 @@ class BoardCNN(nn.Module):
         self.conv = nn.Sequential(*layers)
         self.others = [k for k in _entry_keys(obs_space) if k != self.board_key]
         in_dim = planes * height * width + sum(int(np.prod(obs_space[k].shape)) for k in self.others)
-        self.net = _mlp([in_dim, *hidden], act)
+        self.net = mlp([in_dim, *hidden], act)
         self.out_dim = hidden[-1] if hidden else in_dim
 
     def forward(self, obs) -> torch.Tensor:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from menger.models.encoders import MASK_KEY
+from menger.models.encoders import MASK_KEY, mlp
 
 _IMAGE_KEY = "obs"  # the image's entry when the env observes {"obs", "action_mask"}
 
@@ -97,13 +97,6 @@ class ImageReader(nn.Module):
         return first.amin(1)
 
 
-def _mlp(sizes: list[int]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for size_in, size_out in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(size_in, size_out), nn.ReLU()]
-    return nn.Sequential(*layers)
-
-
 class SlotPolicyNet(nn.Module):
     """forward(obs) -> (logits [N, M + 1], value [N]); the last logit is the void action (wait).
 
@@ -118,18 +111,18 @@ class SlotPolicyNet(nn.Module):
             else observation_space
         self.reader = ImageReader(image_space.shape, action_space.n - 1, num_resources, res_slot)
         slot_in, context_in = self.reader.slot_features, self.reader.context_features
-        self.context = _mlp([context_in, hidden])
-        self.slot = _mlp([slot_in + hidden, hidden, hidden])
-        self.score = nn.Sequential(_mlp([2 * hidden, hidden]), nn.Linear(hidden, 1))
-        self.wait = nn.Sequential(_mlp([2 * hidden, hidden]), nn.Linear(hidden, 1))
+        self.context = mlp([context_in, hidden])
+        self.slot = mlp([slot_in + hidden, hidden, hidden])
+        self.score = nn.Sequential(mlp([2 * hidden, hidden]), nn.Linear(hidden, 1))
+        self.wait = nn.Sequential(mlp([2 * hidden, hidden]), nn.Linear(hidden, 1))
         self.prior = _sjf_prior(sjf_prior)
         if sjf_prior > 0:  # let the prior decide at first; the learnt scores start near zero
             for head in (self.score[-1], self.wait[-1]):
                 nn.init.zeros_(head.bias)
                 head.weight.data.mul_(0.01)
-        self.value_context = _mlp([context_in, hidden])
-        self.value_slot = _mlp([slot_in + hidden, hidden])
-        self.value = nn.Sequential(_mlp([3 * hidden, hidden]), nn.Linear(hidden, 1))
+        self.value_context = mlp([context_in, hidden])
+        self.value_slot = mlp([slot_in + hidden, hidden])
+        self.value = nn.Sequential(mlp([3 * hidden, hidden]), nn.Linear(hidden, 1))
         self.value_scale = value_scale
 
     def forward(self, obs) -> tuple[torch.Tensor, torch.Tensor]:

@@ -135,8 +135,3 @@ class ClusterState:
     @property
     def gpu_milli_allocated(self) -> int:
         return self.total_gpu_milli - int(self.gpu_left.sum())
-
-    def gpus_in_use(self) -> int:
-        """GPUs with any share allocated (a GPU shared by tasks counts once)."""
-        exists = np.arange(self.GPU_SLOTS)[None, :] < self.nodes.gpus[:, None]
-        return int((exists & (self.gpu_left < MILLI)).sum())

@@ -55,10 +55,6 @@ class RunRecord:
     total_gpu_milli: int
     seconds: float
 
-    @property
-    def tasks_per_second(self) -> float:
-        return len(self.placed) / max(self.seconds, 1e-9)
-
     def allocation_at(self, percents: np.ndarray = CURVE_PERCENTS) -> np.ndarray:
         """Mean allocation ratio (%) of the arrivals at each arrived-workload percent (NaN where none)."""
         return allocation_curve(self.arrived_milli, self.allocated_milli, self.total_gpu_milli, percents)

@@ -18,14 +18,7 @@ import torch
 from torch import nn
 
 from menger.apps.gpucluster.env import FGD_SCORE_FEATURE, NODES_KEY
-from menger.models.encoders import MASK_KEY
-
-
-def _mlp(sizes: list[int]) -> nn.Sequential:
-    layers: list[nn.Module] = []
-    for size_in, size_out in zip(sizes[:-1], sizes[1:]):
-        layers += [nn.Linear(size_in, size_out), nn.ReLU()]
-    return nn.Sequential(*layers)
+from menger.models.encoders import MASK_KEY, mlp
 
 
 class NodeScorerNet(nn.Module):
@@ -35,15 +28,15 @@ class NodeScorerNet(nn.Module):
                  value_scale: float = 10.0):
         super().__init__()
         features = observation_space[NODES_KEY].shape[-1]
-        self.embed = _mlp([features, hidden, hidden])
+        self.embed = mlp([features, hidden, hidden])
         head = nn.Linear(hidden, 1)
-        self.score = nn.Sequential(_mlp([2 * hidden, hidden]), head)
+        self.score = nn.Sequential(mlp([2 * hidden, hidden]), head)
         self.register_buffer("fgd_prior", torch.tensor(float(fgd_prior)))
         if fgd_prior > 0:  # FGD decides at first, ties fall to sampling (or the first node, greedily)
             nn.init.zeros_(head.bias)
             nn.init.zeros_(head.weight)
-        self.value_embed = _mlp([features, hidden])
-        self.value = nn.Sequential(_mlp([2 * hidden, hidden]), nn.Linear(hidden, 1))
+        self.value_embed = mlp([features, hidden])
+        self.value = nn.Sequential(mlp([2 * hidden, hidden]), nn.Linear(hidden, 1))
         self.value_scale = value_scale
 
     def forward(self, obs) -> tuple[torch.Tensor, torch.Tensor]:
