@@ -149,7 +149,8 @@ class Transport(ParameterSink, Protocol):
             ...                                                  # | ("snapshot", state)
         batch = transport.gather(slots)                          # accepted unrolls as one batch [T, S*B, ...]
         transport.publish(policy, version)                       # actors pull it when their version is older
-        transport.silent_for(actor_id); transport.frames_in_flight(actor_id)   # liveness; what a death loses
+        transport.silent(seconds); transport.frames_in_flight(actor_id)   # the actors without a sign of life for
+                                                                 # `seconds` (all at once); what a death loses
         transport.drain(actor_id); transport.release(actor_id)   # a lost incarnation's last words, then its link
     """
 
@@ -164,6 +165,8 @@ class Transport(ParameterSink, Protocol):
     def request_snapshot(self, actor_id: int) -> None: ...
 
     def silent_for(self, actor_id: int) -> float: ...
+
+    def silent(self, seconds: float) -> list[int]: ...
 
     def frames_in_flight(self, actor_id: int) -> int: ...
 

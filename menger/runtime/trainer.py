@@ -449,8 +449,8 @@ class _Fleet:
         t.coordinator.actor_started(actor_id, incarnation)
         return handle
 
-    def silent_for(self, actor_id: int) -> float:
-        return self.trainer.transport.silent_for(actor_id)
+    def silent(self, seconds: float) -> list[int]:
+        return self.trainer.transport.silent(seconds)
 
     def retire(self, actor_id: int) -> int:
         t = self.trainer

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import selectors
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import wait as wait_connections
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from menger.children import stop_children
@@ -112,6 +113,8 @@ class LocalTransport:
         self.stop_flag = torch.zeros(1, dtype=torch.uint8).share_memory_()
         self.generation = torch.zeros(num_actors, dtype=torch.int64).share_memory_()  # fences stale incarnations
         self.conns: dict[int, object] = {}
+        # every live pipe, registered once: a receive costs what the ready pipes cost, not one call per actor
+        self.selector = selectors.DefaultSelector()
 
     def start_actor(self, actor_id: int, actor_kwargs: dict):
         learner_end, actor_end = mp.Pipe(duplex=True)
@@ -120,7 +123,9 @@ class LocalTransport:
         links = ActorLinks(self.buffers, self.params, actor_end, self.heartbeat, self.progress_frames, self.stop_flag,
                            parent_pid=os.getpid() if processes else None, generation=self.generation,
                            my_generation=int(self.generation[actor_id]))
+        self.release(actor_id)  # a restart that was not retired first (the supervisor always retires)
         self.conns[actor_id] = learner_end
+        self.selector.register(learner_end, selectors.EVENT_READ, actor_id)
         self.heartbeat[actor_id] = time.time() + self.startup_grace_s
         self.progress_frames[actor_id] = 0
         handle = self.launcher.start_actor(run_actor, dict(actor_kwargs, port=links, single_thread=processes))
@@ -142,12 +147,19 @@ class LocalTransport:
             pass
 
     def receive(self, timeout: float) -> list[tuple[int, tuple]]:
-        by_conn = {conn: actor_id for actor_id, conn in self.conns.items()}
-        if not by_conn:
+        """What the actors with something to say sent, waiting up to `timeout` s for the first; a pipe whose actor
+        is gone (closed at its end) stays quiet here until supervision retires it."""
+        if not self.conns:
             time.sleep(timeout)
             return []
-        return [(by_conn[conn], message) for conn in wait_connections(list(by_conn), timeout)
-                for message in self.drain(by_conn[conn])]
+        received = []
+        for key, _ in self.selector.select(timeout):
+            actor_id = key.data
+            messages = self.drain(actor_id)
+            if not messages:  # readable with nothing to read: the other end is closed; stop watching it
+                self._unwatch(actor_id)
+            received.extend((actor_id, message) for message in messages)
+        return received
 
     def drain(self, actor_id: int) -> list[tuple]:
         conn, messages = self.conns.get(actor_id), []
@@ -161,16 +173,29 @@ class LocalTransport:
     def silent_for(self, actor_id: int) -> float:
         return time.time() - float(self.heartbeat[actor_id])
 
+    def silent(self, seconds: float) -> list[int]:
+        """Every actor whose last heartbeat is more than `seconds` old, in one vectorised look."""
+        return np.flatnonzero(time.time() - self.heartbeat.numpy() > seconds).tolist()
+
     def frames_in_flight(self, actor_id: int) -> int:
         return int(self.progress_frames[actor_id])
 
     def release(self, actor_id: int) -> None:
         """Close a lost actor's pipe: nothing from that incarnation can arrive after its replacement starts."""
+        self._unwatch(actor_id)
         conn = self.conns.pop(actor_id, None)
         if conn is not None:
             try:
                 conn.close()
             except OSError:
+                pass
+
+    def _unwatch(self, actor_id: int) -> None:
+        conn = self.conns.get(actor_id)
+        if conn is not None:
+            try:
+                self.selector.unregister(conn)
+            except (KeyError, ValueError, OSError):  # not watched any more, or already closed
                 pass
 
     def gather(self, slots: list[int]) -> dict:
@@ -193,6 +218,7 @@ class LocalTransport:
         stop_children(handles, message=None)  # they read the stop flag: no pipe message needed
         for actor_id in list(self.conns):
             self.release(actor_id)
+        self.selector.close()
 
 
 def run_actor(build, single_thread: bool = True, **actor_kwargs) -> None:

@@ -183,6 +183,10 @@ class RayTransport:
             return 0.0
         return time.time() - state.last_progress
 
+    def silent(self, seconds: float) -> list[int]:
+        """The actors silent for more than `seconds` (`silent_for`)."""
+        return [actor_id for actor_id in self.actors if self.silent_for(actor_id) > seconds]
+
     def frames_in_flight(self, actor_id: int) -> int:
         """At most one unroll was being written (Ray keeps no per-step counter): count it as lost."""
         state = self.actors.get(actor_id)

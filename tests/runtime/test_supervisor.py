@@ -56,8 +56,8 @@ class FakeFleet:
         self.silence[actor_id] = 0.0
         return self.handles[actor_id]
 
-    def silent_for(self, actor_id: int) -> float:
-        return self.silence[actor_id]
+    def silent(self, seconds: float) -> list[int]:
+        return [actor_id for actor_id, silence in self.silence.items() if silence > seconds]
 
     def retire(self, actor_id: int) -> int:
         self.retired.append(actor_id)
@@ -220,3 +220,43 @@ def test_only_parked_actors_left_alive_still_meet_the_no_actor_deadline():
     clock.advance(31.0)
     with pytest.raises(NoActorsError):
         supervisor.tick()
+
+
+class CountingHandle(FakeHandle):
+    calls = 0
+
+    def is_alive(self) -> bool:
+        CountingHandle.calls += 1
+        return self.alive
+
+
+def test_a_tick_asks_a_bounded_number_of_handles_however_many_actors_there_are():
+    from menger.runtime.supervisor import LIVENESS_CHECKS
+
+    for actors in (16, 4096):
+        supervisor, fleet, clock = make(actors)
+        for actor_id in fleet.handles:
+            fleet.handles[actor_id] = supervisor.actors[actor_id].handle = CountingHandle()
+        CountingHandle.calls = 0
+        supervisor.tick()
+        assert CountingHandle.calls == min(actors, LIVENESS_CHECKS)
+        fleet.silence[4] = 6.0  # one silent actor is looked at beside the rotation, and replaced
+        CountingHandle.calls = 0
+        supervisor.tick()
+        assert CountingHandle.calls <= min(actors, LIVENESS_CHECKS) + 1 and fleet.retired == [4]
+
+
+def test_among_thousands_a_death_without_other_sign_is_found_within_a_rotation():
+    from menger.runtime.supervisor import LIVENESS_CHECKS
+
+    actors = 4096
+    supervisor, fleet, clock = make(actors)
+    fleet.handles[3000].die()
+    ticks = 0
+    while not fleet.retired:
+        supervisor.tick()
+        ticks += 1
+    assert fleet.retired == [3000] and ticks <= actors // LIVENESS_CHECKS
+    clock.advance(FIRST_BACKOFF_S)
+    supervisor.tick()
+    assert fleet.started[-1] == (3000, 1)
