@@ -82,6 +82,7 @@ class AsyncCoordinator(SlotCoordinator):
                 kept.append((slot, meta))
             else:
                 self._expired.append(meta)
+                self._pending_slots.discard(slot)
                 self._regrant(slot)
         self.pending = kept
 

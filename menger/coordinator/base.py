@@ -46,7 +46,8 @@ class SlotCoordinator(ABC):
         self.free: list[list[int]] = [list(self.slots_of(a)) for a in range(num_actors)]
         self.pending: list[tuple[int, UnrollMeta]] = []
         self.granted: set[int] = set()  # granted (or queued to be): the actor may be filling them
-        self._queued: list[tuple[int, int]] = []
+        self._queued: dict[int, int] = {}  # slot -> actor: grants to send, in the order they were queued
+        self._pending_slots: set[int] = set()  # the slots of `pending`, to look up without a scan
 
     def slots_of(self, actor_id: int) -> range:
         k = self.slots_per_actor
@@ -89,10 +90,11 @@ class SlotCoordinator(ABC):
         """The actors that count for batches changed (parked or unparked)."""
 
     def _reclaim(self, actor_id: int) -> None:
-        pending = {slot for slot, _ in self.pending}
+        pending = self._pending_slots
         self.free[actor_id] = [slot for slot in self.slots_of(actor_id) if slot not in pending]
         self.granted.difference_update(self.slots_of(actor_id))
-        self._queued = [(a, slot) for a, slot in self._queued if a != actor_id]
+        for slot in self.slots_of(actor_id):
+            self._queued.pop(slot, None)
 
     # ----- grants ---------------------------------------------------------------------------------------
     def _grant(self, actor_id: int) -> None:
@@ -100,21 +102,21 @@ class SlotCoordinator(ABC):
         if self.free[actor_id]:
             slot = self.free[actor_id].pop(0)
             self.granted.add(slot)
-            self._queued.append((actor_id, slot))
+            self._queued[slot] = actor_id
 
     def _regrant(self, slot: int) -> None:
         """The slot is copied or rejected: hand it straight back to its actor if that one still runs."""
         actor_id = self.owner(slot)
         if self.alive[actor_id]:
             self.granted.add(slot)
-            self._queued.append((actor_id, slot))
+            self._queued[slot] = actor_id
         else:
             self.free[actor_id].append(slot)
 
     def grants(self) -> list[tuple[int, int]]:
         """(actor, slot) pairs to send now; each is then granted until the actor returns the slot or is lost."""
-        queued, self._queued = self._queued, []
-        return queued
+        queued, self._queued = self._queued, {}
+        return [(actor_id, slot) for slot, actor_id in queued.items()]
 
     def grant_failed(self, actor_id: int, slot: int) -> None:
         """The transport could not reach the actor (it is gone); the slot waits for the next incarnation."""
@@ -144,6 +146,7 @@ class SlotCoordinator(ABC):
         """Gather the next batch's slots (a copy), then free or re-grant them."""
         size = self._batch_size()
         taken, self.pending = self.pending[:size], self.pending[size:]
+        self._pending_slots.difference_update(slot for slot, _ in taken)
         data = gather([slot for slot, _ in taken])
         for slot, _ in taken:
             self._on_taken(slot)
@@ -185,6 +188,7 @@ class SlotCoordinator(ABC):
     def _keep(self, slot: int, meta: UnrollMeta) -> None:
         """An accepted unroll waits in its slot for a batch (the replay coordinator makes it items instead)."""
         self.pending.append((slot, meta))
+        self._pending_slots.add(slot)
         self._on_accepted(meta.actor_id)
 
     def _on_accepted(self, actor_id: int) -> None:

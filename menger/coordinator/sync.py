@@ -17,25 +17,30 @@ class SyncCoordinator(SlotCoordinator):
     def __init__(self, num_actors: int):
         super().__init__(num_actors, slots_per_actor=1)
         self.owes = [False] * num_actors  # the actor has not yet delivered the current round's unroll
+        self.owing = 0  # how many owe: never an actor given up or parked (they owe nothing)
+
+    def _owe(self, actor_id: int, owes: bool) -> None:
+        self.owing += owes - self.owes[actor_id]
+        self.owes[actor_id] = owes
 
     def _on_started(self, actor_id: int, first: bool) -> None:
         if first or self.owes[actor_id]:
-            self.owes[actor_id] = True
+            self._owe(actor_id, True)
             self._grant(actor_id)
 
     def _on_accepted(self, actor_id: int) -> None:
-        self.owes[actor_id] = False
+        self._owe(actor_id, False)
 
     def actor_given_up(self, actor_id: int) -> None:
         super().actor_given_up(actor_id)
-        self.owes[actor_id] = False
+        self._owe(actor_id, False)
 
     def actor_parked(self, actor_id: int) -> None:
         super().actor_parked(actor_id)
-        self.owes[actor_id] = False  # the round goes on without it; unparked, it joins the next one
+        self._owe(actor_id, False)  # the round goes on without it; unparked, it joins the next one
 
     def batch_ready(self) -> bool:
-        return bool(self.pending) and not any(owes and not gone for owes, gone in zip(self.owes, self.given_up))
+        return bool(self.pending) and not self.owing
 
     def _batch_size(self) -> int:
         return len(self.pending)
@@ -49,6 +54,6 @@ class SyncCoordinator(SlotCoordinator):
         for actor_id in range(self.num_actors):
             if self.given_up[actor_id]:
                 continue
-            self.owes[actor_id] = True
+            self._owe(actor_id, True)
             if self.alive[actor_id]:
                 self._grant(actor_id)

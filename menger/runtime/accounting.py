@@ -28,6 +28,7 @@ class FrameAccounts:
     lags: list = field(default_factory=list)
     env_retired: Counter = field(default_factory=Counter)  # final counters of incarnations that are gone
     env_live: dict = field(default_factory=dict)           # actor id -> (incarnation, its latest counters)
+    env_live_sum: Counter = field(default_factory=Counter)  # env_live's counters summed, kept as they change
 
     def drop(self, reason: str, frames: int) -> None:
         self.dropped[reason] += frames
@@ -51,12 +52,18 @@ class FrameAccounts:
             return  # a late word of an older incarnation: its successor's counters are newer
         if previous is not None and incarnation > previous[0]:
             self.env_retired.update(previous[1])
+        for key, value in (previous[1] if previous is not None else {}).items():  # what the sum held of it
+            self.env_live_sum[key] -= value
+        for key, value in stats.items():
+            self.env_live_sum[key] += value
         self.env_live[actor_id] = (incarnation, stats)
 
     def env_totals(self) -> dict[str, int]:
+        """The env counters of every incarnation, gone or live: a sum kept as they change, so its cost is the
+        counters', not the actors'."""
         totals = Counter(self.env_retired)
-        for _, stats in self.env_live.values():
-            totals.update(stats)
+        for key, value in self.env_live_sum.items():
+            totals[key] += value
         return dict(totals)
 
     @property
