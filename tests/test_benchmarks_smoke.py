@@ -373,3 +373,15 @@ def test_the_gpu_sharing_benchmark_sets_each_heuristic_beside_the_reference_simu
     result = json.loads((tmp_path / "out" / "tiny_trace.json").read_text())
     assert result["policies"]["fgd"]["max_gap_80_130"] is not None
     assert result["policies"]["best-fit"]["max_gap_80_130"] is None
+
+
+def test_the_scale_benchmark_measures_emulated_fleets_and_a_killed_host(tmp_path, capsys):
+    bench = _benchmark("scale")
+    points, chaos = bench.main(["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds", "1",
+                                "--settle-s", "0.2", "--chaos-actors", "32", "--chaos-hosts", "2",
+                                "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert [p.actors for p in points] == [8, 64] and all(p.learned_per_s > 0 and p.per_core > 0 for p in points)
+    assert "per learner core at 64 actors" in out and (tmp_path / "scale.png").exists()
+    assert chaos.killed_actors == 16 and chaos.duplicates == 0
+    assert chaos.produced == chaos.learned + chaos.dropped + chaos.pending

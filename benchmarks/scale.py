@@ -1,0 +1,328 @@
+"""Scale: the learner's loop against 16 to 4,096 emulated actors, and a killed host of 128 of them.
+
+The learner's side runs as it ships (trainer, async coordinator, supervisor, `LocalTransport` with a pipe per
+actor, heartbeats and shared parameters, an IMPALA learner stepping on CartPole-sized unrolls); only the actors are
+emulated (`menger.launch.emulated`: host processes running virtual actors whose env is a clock). Every point
+offers the learner the same load, `--offered` unrolls/s in all, more than it can take, so the figures are its
+ceiling at that fleet size, and a batch is always `--batch` unrolls (the learner's work per update does not
+change with N; only the control plane's does).
+
+Per fleet size N, over a window that opens `--settle-s` after every actor delivered its first unroll:
+  learned/s        unrolls the learner took into batches and stepped on, per second of wall time
+  accepted/s       unrolls the coordinator accepted (what it took in; above learned/s while slots fill up)
+  per core         learned/s divided by the learner process's CPU use (CPU s per wall s): the target compares
+                   this at 4,096 with 16 (the 2 cores are shared with the emulated hosts, so wall rates move with
+                   the load; CPU per unroll does not)
+  cpu/unroll       the learner process's CPU time per learned unroll, ms
+  unroll           the modelled env time of one unroll at that fleet size (T x B / each actor's frames/s), ms
+  grant->accept    from a slot's grant to its unroll's acceptance, p50 and p99, ms: the env time of the unroll,
+                   of any unroll its actor was granted before it, and the control plane's part
+  tick             the supervisor's tick, p50 and p99, ms
+  memory           the learner's RSS growth from before the actors started, and the hosts' PSS, per actor, KiB
+  start-up         from the trainer's start to every actor's first delivered unroll, s
+
+Chaos (`--chaos-actors` on `--chaos-hosts` hosts): one host is SIGKILLed mid-run; its actors come back on a new
+host as new incarnations. Printed: the seconds until every one of them delivered again, frames lost by reason,
+duplicates (0), and the ledger: produced = learned + dropped + pending.
+
+    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--hosts 8] [--seconds 8] [--out DIR]
+
+Writes DIR/scale.csv and DIR/scale.png (accepted unrolls/s and CPU per unroll against N) and prints the tables
+with the load. Not yet measured here: the cache tree, replay at many writers, the transports' data-plane ceiling
+(issue 37's parts 3-5); `docs/scaling.md` says what is.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from menger.experiment import load_experiment
+from menger.launch.emulated import EmulatedLauncher
+from menger.runtime import Trainer
+from menger.runtime.observers import Observer
+
+PRESET = "cartpole-impala"
+SHARED = ["runtime.envs_per_actor=4", "runtime.unroll_length=32", "runtime.learner.threads=1",
+          "log.tensorboard=false", "log.progress=false", "log.interval_s=1", "checkpoint.interval_s=0",
+          "stop.target_return=null", "stop.env_frames=1000000000000", "stop.wall_clock_s=600",
+          "runtime.supervision.heartbeat_timeout_s=10", "runtime.supervision.startup_grace_s=30"]
+
+
+def rss_kib(pid: int | str = "self") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size: shared pages (the slots, the parameters) split between the processes mapping them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Point:
+    actors: int
+    hosts: int
+    learned_per_s: float
+    accepted_per_s: float
+    cpu_share: float           # learner process CPU s per wall s over the window
+    per_core: float            # learned_per_s / cpu_share
+    cpu_ms_per_unroll: float
+    unroll_ms: float
+    latency_p50_ms: float
+    latency_p99_ms: float
+    tick_p50_ms: float
+    tick_p99_ms: float
+    learner_kib_per_actor: float
+    hosts_kib_per_actor: float
+    startup_s: float
+    load_1min: float
+
+
+class Probe(Observer):
+    """Times grants to acceptances, supervisor ticks and the window; stops the run when the window closes."""
+
+    def __init__(self, actors: int, settle_s: float, seconds: float, unroll_s: float):
+        self.actors, self.settle_s, self.seconds, self.unroll_s = actors, settle_s, seconds, unroll_s
+        self.granted_at: dict[int, float] = {}
+        self.delivered: set[int] = set()
+        self.latencies: list[float] = []
+        self.ticks: list[float] = []
+        self.accepted = self.learned = 0
+        self.window: dict = {}
+        self.started = self.all_in = None
+        self.rss_before = rss_kib()
+
+    def on_start(self, trainer):
+        transport, supervisor = trainer.transport, trainer.supervisor
+        grant, tick = transport.grant, supervisor.tick
+
+        def timed_grant(actor_id, slot):
+            self.granted_at[slot] = time.monotonic()
+            return grant(actor_id, slot)
+
+        def timed_tick():
+            began = time.perf_counter()
+            tick()
+            if "open" in self.window:
+                self.ticks.append(time.perf_counter() - began)
+
+        transport.grant, supervisor.tick = timed_grant, timed_tick
+        self.started = trainer.start  # the run's clock starts before the actors do
+
+    def on_batch(self, trainer, batch):
+        if "open" in self.window and "close" not in self.window:
+            self.learned += len(batch.metas)
+
+    def on_unroll(self, trainer, meta, verdict):
+        now = time.monotonic()
+        if self.all_in is None:
+            self.delivered.add(meta.actor_id)
+            if len(self.delivered) == self.actors:
+                self.all_in = now
+        elif "open" not in self.window and now >= self.all_in + self.settle_s:
+            self.window.update(open=now, cpu=time.process_time())
+        if "open" in self.window and "close" not in self.window and verdict.accepted:
+            self.accepted += 1
+            slot = trainer.coordinator.pending[-1][0]  # async: the accepted unroll was just appended
+            if slot in self.granted_at:
+                self.latencies.append(now - self.granted_at[slot])
+        if "open" in self.window and now >= self.window["open"] + self.seconds and "close" not in self.window:
+            self.window.update(close=now, cpu_end=time.process_time(), rss=rss_kib(),
+                               hosts_pss=sum(pss_kib(p.pid) for p in trainer.launcher.host_processes
+                                             if p is not None and p.is_alive()))
+            trainer.request_stop()
+
+
+def measure(actors: int, hosts: int, offered: float, batch: int, settle_s: float, seconds: float,
+            out: Path) -> Point:
+    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}",
+                                      f"runtime.coordination.batch_unrolls={batch}"])
+    rt = config.runtime
+    frames = rt.unroll_length * rt.envs_per_actor
+    per_actor = offered * frames / actors  # env frames/s of each actor: the same offered load at every N
+    launcher = EmulatedLauncher(rt, hosts=min(hosts, actors), frames_per_s=per_actor)
+    probe = Probe(actors, settle_s, seconds, frames / per_actor)
+    trainer = Trainer(config, out / f"run-{actors}", launcher=launcher, observers=[probe])
+    began = time.monotonic()
+    trainer.run()
+    w = probe.window
+    if "close" not in w:
+        raise RuntimeError(f"{actors} actors: the window never closed (all delivered: {probe.all_in is not None})")
+    wall, cpu = w["close"] - w["open"], w["cpu_end"] - w["cpu"]
+    learned_per_s, share = probe.learned / wall, cpu / wall
+    return Point(actors, min(hosts, actors), learned_per_s, probe.accepted / wall, share,
+                 learned_per_s / max(share, 1e-9), 1000 * cpu / max(probe.learned, 1), 1000 * probe.unroll_s,
+                 1000 * percentile(probe.latencies, 0.5),
+                 1000 * percentile(probe.latencies, 0.99), 1000 * percentile(probe.ticks, 0.5),
+                 1000 * percentile(probe.ticks, 0.99), (w["rss"] - probe.rss_before) / actors,
+                 w["hosts_pss"] / actors, probe.all_in - began, os.getloadavg()[0])
+
+
+@dataclass
+class Chaos:
+    actors: int
+    hosts: int
+    killed_actors: int
+    back_s: float
+    lost_frames: dict
+    duplicates: int
+    produced: int
+    learned: int
+    dropped: int
+    pending: int
+
+
+class Killer(Observer):
+    """Kills host 0 once every actor delivered and `after_s` passed; times its actors' return."""
+
+    def __init__(self, actors: int, on_host: range, after_s: float, then_s: float):
+        self.actors, self.on_host, self.after_s, self.then_s = actors, set(on_host), after_s, then_s
+        self.delivered: set[int] = set()
+        self.back: set[int] = set()
+        self.all_in = self.killed_at = self.back_at = None
+        self.tags: set = set()
+        self.duplicates = 0
+
+    def on_unroll(self, trainer, meta, verdict):
+        tag = (meta.actor_id, meta.incarnation, meta.sequence)
+        self.duplicates += tag in self.tags
+        self.tags.add(tag)
+        now = time.monotonic()
+        if self.all_in is None:
+            self.delivered.add(meta.actor_id)
+            if len(self.delivered) == self.actors:
+                self.all_in = now
+        elif self.killed_at is None and now >= self.all_in + self.after_s:
+            self.killed_at = time.monotonic()
+            trainer.launcher.kill_host(0)
+        elif self.killed_at is not None and meta.actor_id in self.on_host and meta.incarnation > 0:
+            self.back.add(meta.actor_id)
+            if self.back_at is None and self.back == self.on_host:
+                self.back_at = now
+        if self.back_at is not None and now >= self.back_at + self.then_s:
+            trainer.request_stop()
+
+
+def chaos(actors: int, hosts: int, offered: float, batch: int, out: Path) -> Chaos:
+    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}",
+                                      f"runtime.coordination.batch_unrolls={batch}", "stop.wall_clock_s=120"])
+    rt = config.runtime
+    frames = rt.unroll_length * rt.envs_per_actor
+    launcher = EmulatedLauncher(rt, hosts=hosts, frames_per_s=offered * frames / actors)
+    killer = Killer(actors, launcher.actors_of(0), after_s=2.0, then_s=1.0)
+    trainer = Trainer(config, out / "chaos", launcher=launcher, observers=[killer])
+    trainer.run()
+    a = trainer.accounts
+    pending = sum(meta.frames for _, meta in trainer.coordinator.pending)
+    back_s = (killer.back_at - killer.killed_at) if killer.back_at is not None else float("nan")
+    return Chaos(actors, hosts, len(killer.on_host), back_s, dict(a.dropped), killer.duplicates + a.duplicates,
+                 a.produced, a.accepted, sum(a.dropped.values()), pending)
+
+
+def format_points(points: list[Point]) -> str:
+    head = (f"{'actors':>7} {'hosts':>5} {'learned/s':>9} {'accepted/s':>10} {'per core':>9} {'cpu/unroll':>10} "
+            f"{'unroll':>7} {'g->a p50':>9} {'g->a p99':>9} {'tick p50':>9} {'tick p99':>9} {'learner':>8} "
+            f"{'hosts':>8} {'start-up':>8} {'load':>5}")
+    units = (f"{'':>7} {'':>5} {'unrolls':>9} {'unrolls':>10} {'unrolls/s':>9} {'ms':>10} {'ms':>7} {'ms':>9} "
+             f"{'ms':>9} {'ms':>9} {'ms':>9} {'KiB/act':>8} {'KiB/act':>8} {'s':>8} {'':>5}")
+    rows = [f"{p.actors:>7} {p.hosts:>5} {p.learned_per_s:>9.0f} {p.accepted_per_s:>10.0f} {p.per_core:>9.0f} "
+            f"{p.cpu_ms_per_unroll:>10.3f} {p.unroll_ms:>7.0f} {p.latency_p50_ms:>9.1f} {p.latency_p99_ms:>9.1f} {p.tick_p50_ms:>9.3f} {p.tick_p99_ms:>9.3f} "
+            f"{p.learner_kib_per_actor:>8.1f} {p.hosts_kib_per_actor:>8.1f} {p.startup_s:>8.2f} {p.load_1min:>5.1f}"
+            for p in points]
+    base = points[0]
+    tail = [f"per learner core at {p.actors} actors: {p.per_core / base.per_core:.0%} of {base.actors} actors'"
+            for p in points[1:]]
+    return "\n".join([head, units, *rows, *tail])
+
+
+def plot(points: list[Point], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = [p.actors for p in points]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    left.plot(n, [p.learned_per_s for p in points], "o-", label="learned unrolls/s (wall)")
+    left.plot(n, [p.accepted_per_s for p in points], "^:", label="accepted unrolls/s (wall)")
+    left.plot(n, [p.per_core for p in points], "s--", label="learned unrolls/s per learner core")
+    left.set(xscale="log", xlabel="emulated actors", ylabel="unrolls/s", ylim=(0, None))
+    left.legend()
+    right.plot(n, [p.cpu_ms_per_unroll for p in points], "o-")
+    right.set(xscale="log", xlabel="emulated actors", ylabel="learner CPU per learned unroll (ms)", ylim=(0, None))
+    fig.suptitle("One learner against emulated actors (cartpole-impala, batch of 16 unrolls)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--actors", type=int, nargs="+", default=[16, 64, 256, 1024, 4096])
+    parser.add_argument("--hosts", type=int, default=8, help="emulated host processes (at most one per actor)")
+    parser.add_argument("--offered", type=float, default=4000.0, help="unrolls/s offered by the whole fleet")
+    parser.add_argument("--batch", type=int, default=16, help="unrolls per learner batch")
+    parser.add_argument("--settle-s", type=float, default=1.0)
+    parser.add_argument("--seconds", type=float, default=8.0, help="the measured window of each point")
+    parser.add_argument("--chaos-actors", type=int, default=1024, help="0: no chaos run")
+    parser.add_argument("--chaos-hosts", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> tuple[list[Point], Chaos | None]:
+    args = parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="menger-scale-"))
+    out.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("menger.supervisor").setLevel(logging.ERROR)  # the chaos run's restarts are counted below
+    print(f"{os.cpu_count()} cores; emulated actors, offered {args.offered:.0f} unrolls/s in all, batch "
+          f"{args.batch} unrolls, window {args.seconds:g} s", flush=True)
+    points = []
+    for actors in args.actors:
+        points.append(measure(actors, args.hosts, args.offered, args.batch, args.settle_s, args.seconds, out))
+        print(f"  {actors} actors: {points[-1].learned_per_s:.0f} learned unrolls/s, "
+              f"load {points[-1].load_1min:.1f}", flush=True)
+    with open(out / "scale.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(asdict(points[0])))
+        writer.writeheader()
+        writer.writerows(asdict(p) for p in points)
+    plot(points, out / "scale.png")
+    print()
+    print(format_points(points))
+    median_load = statistics.median(p.load_1min for p in points)
+    print(f"median 1-min load over the points: {median_load:.1f} on {os.cpu_count()} cores")
+    result = None
+    if args.chaos_actors:
+        result = chaos(args.chaos_actors, args.chaos_hosts, args.offered, args.batch, out)
+        print()
+        print(f"chaos: {result.actors} actors on {result.hosts} hosts, host 0 ({result.killed_actors} actors) killed: "
+              f"all back in {result.back_s:.2f} s; frames lost by reason {result.lost_frames}; duplicates "
+              f"{result.duplicates}; produced {result.produced} = learned {result.learned} + dropped {result.dropped} "
+              f"+ pending {result.pending}: {result.produced == result.learned + result.dropped + result.pending}")
+    print(f"\nwrote {out / 'scale.csv'} and {out / 'scale.png'}")
+    return points, result
+
+
+if __name__ == "__main__":
+    main()
