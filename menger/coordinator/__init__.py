@@ -20,6 +20,17 @@ from menger.coordinator.sync import SyncCoordinator
 from menger.core import Coordinator
 
 
+def batch_unrolls(runtime) -> int:
+    """Unrolls per async batch: `batch_unrolls` when set; else the unrolls that hold `batch_envs` env columns (at
+    most the slots there are), so a batch is the same size with 1 actor x 16 envs or 64 actors x 4; else 0 (one
+    unroll per actor)."""
+    coordination = runtime.coordination
+    if coordination.batch_unrolls or not coordination.batch_envs:
+        return coordination.batch_unrolls
+    wanted = -(-coordination.batch_envs // runtime.envs_per_actor)
+    return min(wanted, runtime.actors * coordination.slots_per_actor)
+
+
 def make_coordinator(config) -> Coordinator:
     """The coordinator of an `ExperimentConfig`, from its resolved coordination mode."""
     mode, rt = config.coordination, config.runtime
@@ -45,9 +56,10 @@ def make_coordinator(config) -> Coordinator:
         return AsyncCoordinator(num_actors, coordination.slots_per_actor, 1,
                                 rt.parameter_server.max_staleness, expire=True)
     if mode == "async":
-        return AsyncCoordinator(num_actors, coordination.slots_per_actor, coordination.batch_unrolls,
+        return AsyncCoordinator(num_actors, coordination.slots_per_actor, batch_unrolls(rt),
                                 coordination.max_policy_lag)
     raise ValueError(f"unknown coordination mode {mode!r}; use sync, async or replay")
 
 
-__all__ = ["AsyncCoordinator", "FlowControlError", "SlotCoordinator", "SyncCoordinator", "make_coordinator"]
+__all__ = ["AsyncCoordinator", "FlowControlError", "SlotCoordinator", "SyncCoordinator", "batch_unrolls",
+           "make_coordinator"]

@@ -15,6 +15,8 @@ their slots go back to their actors.
 """
 from __future__ import annotations
 
+from collections import deque
+
 from menger.coordinator.base import FlowControlError, SlotCoordinator
 from menger.core import UnrollMeta
 
@@ -28,6 +30,7 @@ class AsyncCoordinator(SlotCoordinator):
         self.max_policy_lag = max_policy_lag
         self.expire = expire
         self._expired: list[UnrollMeta] = []
+        self._held: deque[int] = deque()  # slots free to grant, held back while the lag budget is spent
         self._check_capacity(num_actors, "")
 
     def _check_capacity(self, actors: int, why: str) -> None:
@@ -65,9 +68,29 @@ class AsyncCoordinator(SlotCoordinator):
         elif counted:
             self.batch_unrolls = min(self.batch_unrolls, self.capacity())
 
+    @property
+    def lag_budget(self) -> int | None:
+        """Unrolls granted or pending at once: a batch for each version of lag allowed, and the one being made. An
+        unroll granted now is learned after at most the batches ahead of it, so a large fleet's unrolls are not
+        learned `slots / batch` versions late; a small one never reaches the budget. None: no budget (a parameter
+        server expires stale gradients instead)."""
+        return None if self.expire else self.batch_unrolls * (self.max_policy_lag + 1)
+
+    def _release(self) -> None:
+        """Grant held slots, oldest first, while the lag budget allows."""
+        budget = self.lag_budget
+        while self._held and (budget is None or len(self.granted) + len(self.pending) < budget):
+            self._regrant(self._held.popleft())
+
+    def _reclaim(self, actor_id: int) -> None:
+        super()._reclaim(actor_id)  # the actor's held slots are free again: they are not held for it any more
+        if any(self.owner(slot) == actor_id for slot in self._held):
+            self._held = deque(slot for slot in self._held if self.owner(slot) != actor_id)
+
     def _on_started(self, actor_id: int, first: bool) -> None:
-        while self.free[actor_id]:
-            self._grant(actor_id)
+        self._held.extend(self.free[actor_id])
+        self.free[actor_id] = []
+        self._release()
 
     def _drop_reason(self, meta: UnrollMeta) -> str | None:
         return "policy_lag" if self.version - meta.policy_version > self.max_policy_lag else None
@@ -97,4 +120,5 @@ class AsyncCoordinator(SlotCoordinator):
         return self.batch_unrolls
 
     def _on_taken(self, slot: int) -> None:
-        self._regrant(slot)
+        self._held.append(slot)
+        self._release()

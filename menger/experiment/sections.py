@@ -323,6 +323,10 @@ class CoordinationConfig:
     batch_unrolls: Union[int, Literal["auto"]] = field(
         0, min=0, doc="async: unrolls per learner batch; 0 = one per actor; auto: picked by a start-up measurement "
         "of this machine and adjusted during the run (docs/guides/sizing.md)")
+    batch_envs: int = field(
+        0, min=0, doc="async, when batch_unrolls is 0: env columns per learner batch, whatever the fleet (a batch "
+        "takes ceil(batch_envs / envs_per_actor) unrolls, at most the slots there are), so more actors do not make "
+        "each update bigger; 0 = one unroll per actor")
 
 
 @dataclass(frozen=True)

@@ -301,3 +301,45 @@ def test_async_fixed_batch_shrinks_to_what_the_active_actors_can_fill_when_actor
     coordinator.actor_parked(3)
     coordinator.actor_parked(2)  # 2 actors x 2 slots cannot fill 6: no error, a batch of 4
     assert coordinator.batch_unrolls == 4
+
+
+def test_async_a_large_fleet_holds_at_most_its_lag_budget_in_flight_so_unrolls_are_not_learned_late():
+    coordinator, transport = AsyncCoordinator(64, 2, batch_unrolls=4, max_policy_lag=2), FakeTransport()
+    actors = start(coordinator, transport, 64)
+    assert coordinator.lag_budget == 12 and sum(map(len, transport.granted.values())) == 12  # not 128
+    version, lags = 0, []
+    for _ in range(200):  # every granted actor delivers, the learner takes a batch, the held slots go out
+        for actor_id in [a for a, slots in transport.granted.items() if slots]:
+            while transport.granted[actor_id]:
+                coordinator.accept(transport.fill(actor_id), actors[actor_id].tag(version))
+        while coordinator.batch_ready():
+            lags += coordinator.take_batch(transport.gather).lags
+            version += 1
+            coordinator.published(version)
+        transport.send(coordinator)
+        assert len(coordinator.granted) + len(coordinator.pending) <= 12
+    assert max(lags) <= coordinator.max_policy_lag + 1 and len(lags) >= 600
+    assert len({a for batch in transport.gathered for a in (slot // 2 for slot in batch)}) == 64  # all took turns
+
+
+def test_async_held_slots_of_a_lost_actor_go_to_its_next_incarnation_once():
+    coordinator, transport = AsyncCoordinator(8, 2, batch_unrolls=1, max_policy_lag=1), FakeTransport()
+    start(coordinator, transport, 8)
+    assert sum(map(len, transport.granted.values())) == 2  # the budget: 1 x (1 + 1)
+    coordinator.actor_lost(7)  # its slots were held back, never granted
+    coordinator.actor_started(7, 1)
+    held = list(coordinator._held)
+    assert sorted(held) == list(range(2, 16)) and len(set(held)) == len(held)  # each slot once
+
+
+def test_batch_envs_keeps_a_batch_the_same_size_whatever_the_fleet():
+    from menger.coordinator import batch_unrolls
+
+    def unrolls(*overrides):
+        return batch_unrolls(load_experiment("cartpole-impala", list(overrides)).runtime)
+
+    assert unrolls() == 1  # 1 actor x 16 envs: 16 columns
+    assert unrolls("runtime.actors=64", "runtime.envs_per_actor=4") == 4  # 64 x 4: still 16 columns
+    assert unrolls("runtime.envs_per_actor=4") == 2  # wants 4 unrolls, but 1 actor holds 2 slots
+    assert unrolls("runtime.actors=64", "runtime.coordination.batch_unrolls=3") == 3  # batch_unrolls wins
+    assert unrolls("runtime.coordination.batch_envs=0") == 0  # one unroll per actor
