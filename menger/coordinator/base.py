@@ -46,6 +46,7 @@ class SlotCoordinator(ABC):
         self.free: list[list[int]] = [list(self.slots_of(a)) for a in range(num_actors)]
         self.pending: list[tuple[int, UnrollMeta]] = []
         self.granted: set[int] = set()  # granted (or queued to be): the actor may be filling them
+        self.granted_to = [0] * num_actors  # per actor, how many of `granted` are its slots
         self._queued: dict[int, int] = {}  # slot -> actor: grants to send, in the order they were queued
         self._pending_slots: set[int] = set()  # the slots of `pending`, to look up without a scan
 
@@ -93,6 +94,7 @@ class SlotCoordinator(ABC):
         pending = self._pending_slots
         self.free[actor_id] = [slot for slot in self.slots_of(actor_id) if slot not in pending]
         self.granted.difference_update(self.slots_of(actor_id))
+        self.granted_to[actor_id] = 0
         for slot in self.slots_of(actor_id):
             self._queued.pop(slot, None)
 
@@ -101,17 +103,27 @@ class SlotCoordinator(ABC):
         """Queue a grant of the actor's next free slot (the trainer sends it with `grants()`)."""
         if self.free[actor_id]:
             slot = self.free[actor_id].pop(0)
-            self.granted.add(slot)
+            self._mark_granted(slot)
             self._queued[slot] = actor_id
 
     def _regrant(self, slot: int) -> None:
         """The slot is copied or rejected: hand it straight back to its actor if that one still runs."""
         actor_id = self.owner(slot)
         if self.alive[actor_id]:
-            self.granted.add(slot)
+            self._mark_granted(slot)
             self._queued[slot] = actor_id
         else:
             self.free[actor_id].append(slot)
+
+    def _mark_granted(self, slot: int) -> None:
+        if slot not in self.granted:
+            self.granted.add(slot)
+            self.granted_to[self.owner(slot)] += 1
+
+    def _unmark_granted(self, slot: int) -> None:
+        if slot in self.granted:
+            self.granted.discard(slot)
+            self.granted_to[self.owner(slot)] -= 1
 
     def grants(self) -> list[tuple[int, int]]:
         """(actor, slot) pairs to send now; each is then granted until the actor returns the slot or is lost."""
@@ -120,7 +132,7 @@ class SlotCoordinator(ABC):
 
     def grant_failed(self, actor_id: int, slot: int) -> None:
         """The transport could not reach the actor (it is gone); the slot waits for the next incarnation."""
-        self.granted.discard(slot)
+        self._unmark_granted(slot)
         self.free[actor_id].append(slot)
 
     # ----- unrolls --------------------------------------------------------------------------------------
@@ -129,7 +141,7 @@ class SlotCoordinator(ABC):
         if meta.incarnation != self.incarnation[actor_id]:
             return Verdict(False, "stale_incarnation")  # its slots were reclaimed when its successor started
         was_granted = slot in self.granted
-        self.granted.discard(slot)
+        self._unmark_granted(slot)
         if meta.sequence <= self.last_sequence[actor_id]:
             if was_granted:  # a redelivered tag names a slot already handled: only a granted one goes back
                 self._regrant(slot)

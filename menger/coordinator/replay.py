@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from menger.coordinator.base import FlowControlError, SlotCoordinator
-from menger.core import Batch, UnrollMeta
+from menger.core import Batch, UnrollMeta, Verdict
 from menger.losses import n_step_items
 from menger.losses.dqn import PRIORITY_EPS
 from menger.replay import (MinSize, ReplayTimeout, SampleToInsertRatio, ShardedTables, Table, fifo,
@@ -92,6 +92,9 @@ class ReplayCoordinator(SlotCoordinator):
         self._last_keys: np.ndarray | None = None
         self._updating = False
         self._next_actor = 0
+        # per shard, the actors that may want a chunk (alive, fewer than in_flight granted), longest-waiting first:
+        # a turn's grants look at these, not at every actor
+        self._hungry: dict[int, dict[int, None]] = {}
         self._lost_chunks = 0
         self._rates = {"at": time.monotonic(), "inserts": 0, "samples": 0}
 
@@ -125,13 +128,24 @@ class ReplayCoordinator(SlotCoordinator):
         self.tensors = self.store.tensors
         self.chunk_bytes = self.store.nbytes
         self.tables = self._build_tables(self.num_actors, self.seed, self.store.fixed_shards)
+        for actor_id in range(self.num_actors):  # any started before the tables were built
+            self._hunger(actor_id)
 
     def shard_of(self, actor_id: int) -> int:
         return self.store.shard_of(actor_id, self.tables.num_shards)
 
     # ----- grants ---------------------------------------------------------------------------------------
     def _on_started(self, actor_id: int, first: bool) -> None:
-        pass  # grants are decided in grants(), from the limiter's state
+        self._hunger(actor_id)  # grants are decided in grants(), from the limiter's state
+
+    def _hunger(self, actor_id: int) -> None:
+        """The actor may want a chunk now: grants() will look at it (in its shard's queue)."""
+        if self.alive[actor_id] and self.granted_to[actor_id] < self.in_flight and self.tables is not None:
+            self._hungry.setdefault(self.shard_of(actor_id), {})[actor_id] = None
+
+    def grant_failed(self, actor_id: int, slot: int) -> None:
+        super().grant_failed(actor_id, slot)
+        self._hunger(actor_id)
 
     def _reclaim(self, actor_id: int) -> None:
         super()._reclaim(actor_id)  # committed and waiting chunks keep their data: never free them here
@@ -143,13 +157,29 @@ class ReplayCoordinator(SlotCoordinator):
         if self.cfg.lockstep:
             self._lockstep_grant()
         else:
-            for actor_id in range(self.num_actors):
-                table = self.tables.shard(self.shard_of(actor_id))
-                while (self.alive[actor_id] and self._outstanding(actor_id) < self.in_flight
-                       and not self._waiting_in(actor_id) and table.can_insert(1)):
+            self._grant_hungry()
+        return super().grants()
+
+    def _grant_hungry(self) -> None:
+        """Chunks for the actors that want one, shard by shard: none while the shard has chunks waiting to go in or
+        its limiter admits no insert (the shard's actors then wait, their turn kept)."""
+        if not self._hungry:
+            return
+        blocked = {w.shard for w in self.waiting}
+        for shard, actors in list(self._hungry.items()):
+            table = self.tables.shard(shard)
+            for actor_id in list(actors):
+                if shard in blocked or not table.can_insert(1):
+                    break
+                while (self.alive[actor_id] and self.granted_to[actor_id] < self.in_flight
+                       and table.can_insert(1) and self.shard_of(actor_id) == shard):
                     if not self._grant_chunk(actor_id):
                         break
-        return super().grants()
+                if not self.alive[actor_id] or self.granted_to[actor_id] >= self.in_flight or \
+                        self.shard_of(actor_id) != shard:
+                    del actors[actor_id]
+            if not actors:
+                del self._hungry[shard]
 
     def _lockstep_grant(self) -> None:
         busy = self.granted or self.waiting or self._updating
@@ -162,18 +192,11 @@ class ReplayCoordinator(SlotCoordinator):
                 self._grant_chunk(actor_id)
                 return
 
-    def _outstanding(self, actor_id: int) -> int:
-        return sum(1 for slot in self.granted if self.owner(slot) == actor_id)  # a handful at most
-
-    def _waiting_in(self, actor_id: int) -> bool:
-        shard = self.shard_of(actor_id)
-        return any(w.shard == shard for w in self.waiting)
-
     def _grant_chunk(self, actor_id: int) -> bool:
         """Grant the actor a free chunk; first, while its committed, waiting and granted chunks would fill its
         share of `max_size`, the items of its oldest chunk leave the table (that chunk is free again)."""
         ring = self.ring[actor_id]
-        held = sum(1 for w in self.waiting if w.meta.actor_id == actor_id) + self._outstanding(actor_id)
+        held = sum(1 for w in self.waiting if w.meta.actor_id == actor_id) + self.granted_to[actor_id]
         while ring and len(ring) + held >= self.ring_capacity:
             slot = ring.popleft()
             self.tables.delete(self.keys.pop(slot))
@@ -184,6 +207,11 @@ class ReplayCoordinator(SlotCoordinator):
         return True
 
     # ----- unrolls --------------------------------------------------------------------------------------
+    def accept(self, slot: int, meta: UnrollMeta) -> Verdict:
+        verdict = super().accept(slot, meta)
+        self._hunger(self.owner(slot))  # the slot is no longer granted: its actor may want another
+        return verdict
+
     def _keep(self, slot: int, meta: UnrollMeta) -> None:
         """An accepted unroll becomes items (what the limiter does not admit yet waits)."""
         items, priorities = self._items(slot)

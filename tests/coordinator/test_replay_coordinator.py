@@ -247,3 +247,21 @@ def test_a_shard_whose_limiter_is_shut_does_not_hold_up_another_shards_inserts()
     assert list(coordinator.ring[1]) == [slot]       # shard 1's chunk went in behind shard 0's waiting one
     assert coordinator.tables.shard(1).size > 0
     assert {w.shard for w in coordinator.waiting} == {0}
+
+
+def test_a_turn_with_many_writers_looks_only_at_the_actors_that_want_a_chunk(monkeypatch):
+    coordinator, transport = make(actors=2048, max_size=2048 * T * B * 2, min_size=1, samples_per_insert=0,
+                                  shards=4)
+    first = coordinator.grants()
+    assert len(first) == 2048 * 2  # every writer gets its in-flight chunks
+    looked = []
+    shard_of = ReplayCoordinator.shard_of
+    monkeypatch.setattr(ReplayCoordinator, "shard_of", lambda self, a: looked.append(a) or shard_of(self, a))
+    assert coordinator.grants() == [] and looked == []  # nobody wants one: no actor is looked at
+    sequences = {}
+    for actor, slot in first[:3]:  # three unrolls come back: only their actors are looked at, and regranted
+        transport.write(slot)
+        sequences[actor] = sequences.get(actor, 0) + 1
+        assert coordinator.accept(slot, UnrollMeta(actor, 0, sequences[actor], 0, T * B)).accepted
+    regranted = coordinator.grants()
+    assert sorted(a for a, _ in regranted) == sorted(a for a, _ in first[:3]) and len(set(looked)) <= 3
