@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 
 import ray
@@ -115,9 +116,24 @@ class RayLauncher:
     def make_transport(self, spec, policy, slots_per_actor: int) -> RayTransport:
         rt = self.runtime
         self.connect(rt.ray.address)
-        self.actor_options = {"num_cpus": rt.ray.actor_cpus, "num_gpus": rt.ray.actor_gpus,
+        self.actor_options = {"num_cpus": self.actor_cpus(), "num_gpus": rt.ray.actor_gpus,
                               "scheduling_strategy": "SPREAD", "max_restarts": 0}
         return RayTransport(self, spec, policy, rt.actors, slots_per_actor, rt.supervision.startup_grace_s)
+
+    def actor_cpus(self) -> float:
+        """The CPUs each actor requests: `runtime.ray.actor_cpus`, except on a private local instance whose CPUs
+        would not hold every actor at that request (Ray would keep the rest waiting for CPUs that never come):
+        there the actors share the machine's CPUs, as processes would."""
+        rt = self.runtime
+        if rt.ray.address is not None or rt.ray.actor_cpus == 0:
+            return rt.ray.actor_cpus
+        cpus = ray.cluster_resources().get("CPU", 0)
+        if rt.actors * rt.ray.actor_cpus <= cpus:
+            return rt.ray.actor_cpus
+        share = math.floor(cpus / rt.actors * 1000) / 1000  # Ray counts CPUs in 1/10,000ths: round down
+        log.info("%d actors x runtime.ray.actor_cpus=%g do not fit this machine's %g CPUs: each requests %g CPU, so "
+                 "all of them run", rt.actors, rt.ray.actor_cpus, cpus, share)
+        return share
 
     def start_inference(self, policy, transport: RayTransport, device) -> InferenceBackend:
         """`runtime.inference.mode`: local (no service) or central (a request server and the forward here)."""

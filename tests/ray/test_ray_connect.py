@@ -60,3 +60,17 @@ def test_a_user_who_turned_auth_off_is_told_what_that_exposes(fake_ray, monkeypa
     note = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("started a local Ray instance"))
     assert "OFF" in note and "unset RAY_AUTH_MODE" in note
     assert any(r.levelno == logging.WARNING and r.getMessage() == note for r in caplog.records)
+
+
+def test_on_a_local_instance_more_actors_than_cpus_share_them_instead_of_waiting_for_cpus(fake_ray, caplog):
+    from menger.experiment import load_experiment
+
+    def requested(*overrides):
+        launcher = ray_launch.RayLauncher(load_experiment("cartpole-impala", list(overrides)).runtime)
+        return launcher.actor_cpus()
+
+    assert requested("runtime.actors=2") == 1.0  # they fit the 2 CPUs: as configured
+    with caplog.at_level(logging.INFO, logger="menger.launch.ray"):
+        assert requested("runtime.actors=64") == 0.031  # 64 x 0.031 <= 2: every actor is placed
+    assert "64 actors x runtime.ray.actor_cpus=1 do not fit this machine's 2 CPUs" in caplog.text
+    assert requested("runtime.actors=64", "runtime.ray.address=auto") == 1.0  # a cluster: the user's request
