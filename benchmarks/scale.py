@@ -21,15 +21,35 @@ Per fleet size N, over a window that opens `--settle-s` after every actor delive
   memory           the learner's RSS growth from before the actors started, and the hosts' PSS, per actor, KiB
   start-up         from the trainer's start to every actor's first delivered unroll, s
 
+Replay at many writers (`--writers`, `--shards`): Ape-X's replay coordination (`cartpole-apex`) with N emulated
+writers and S shards; the replay is made big enough (and its min_size as big) that the window is all inserts:
+  items/s          items inserted into the tables per second (each accepted unroll is T x B n-step items)
+  insert p50/p99   one `insert_batch` call into a shard's table (an unroll's items), microseconds
+  per core         items/s per learner core (its CPU s per wall s)
+
+The data plane's ceiling (`--data-plane`): Atari-sized unrolls (84x84x4 uint8 observations, T = 32, B = 16:
+14.9 MB each, as `pong-impala` writes them) and CartPole-sized ones, taken in by a learner with nothing else to
+do, per transport:
+  shared memory    `LocalTransport`'s learner side: each batch gathered out of the slots (a copy)
+  ray              `RayTransport`'s: an actor's unroll call returns its arrays through the object store, the
+                   driver fetches them and copies them into its slot (4 calls in flight), then gathers the batch
+Printed as unrolls/s, MB/s and env frames/s per learner.
+
+The model (printed last): the learner's CPU per learned unroll is its update's share (the batch's step over its
+unrolls) plus a control-plane part that does not grow with N; checked against every measured fleet size (the
+error of predicting each from the smallest), then used to predict 10,000 actors on 1,000 hosts, CartPole- and
+Atari-sized, naming the first bottleneck. `docs/scaling.md` has the figures.
+
 Chaos (`--chaos-actors` on `--chaos-hosts` hosts): one host is SIGKILLed mid-run; its actors come back on a new
 host as new incarnations. Printed: the seconds until every one of them delivered again, frames lost by reason,
 duplicates (0), and the ledger: produced = learned + dropped + pending.
 
-    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--hosts 8] [--seconds 8] [--out DIR]
+    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--writers 16 256 2048] [--shards 1 4 16]
+                               [--data-plane shm ray] [--hosts 8] [--seconds 8] [--out DIR]
 
 Writes DIR/scale.csv and DIR/scale.png (accepted unrolls/s and CPU per unroll against N) and prints the tables
-with the load. Not yet measured here: the cache tree, replay at many writers, the transports' data-plane ceiling
-(issue 37's parts 3-5); `docs/scaling.md` says what is.
+with the load. Not measured here: the parameter cache tree on Ray (`docs/scaling.md` says what is measured
+where).
 """
 from __future__ import annotations
 
@@ -38,6 +58,7 @@ import csv
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -90,6 +111,7 @@ class Point:
     per_core: float            # learned_per_s / cpu_share
     cpu_ms_per_unroll: float
     unroll_ms: float
+    update_ms: float           # the learner's CPU per batch in its update (gradient step and publish), median
     latency_p50_ms: float
     latency_p99_ms: float
     tick_p50_ms: float
@@ -110,6 +132,7 @@ class Probe(Observer):
         self.latencies: list[float] = []
         self.ticks: list[float] = []
         self.accepted = self.learned = 0
+        self.updates: list[float] = []
         self.window: dict = {}
         self.started = self.all_in = None
         self.rss_before = rss_kib()
@@ -134,6 +157,12 @@ class Probe(Observer):
     def on_batch(self, trainer, batch):
         if "open" in self.window and "close" not in self.window:
             self.learned += len(batch.metas)
+            self.batch_began = time.process_time()
+
+    def on_update(self, trainer, stats):
+        if getattr(self, "batch_began", None) is not None:
+            self.updates.append(time.process_time() - self.batch_began)  # the step and the publish, CPU
+            self.batch_began = None
 
     def on_unroll(self, trainer, meta, verdict):
         now = time.monotonic()
@@ -174,10 +203,268 @@ def measure(actors: int, hosts: int, offered: float, batch: int, settle_s: float
     learned_per_s, share = probe.learned / wall, cpu / wall
     return Point(actors, min(hosts, actors), learned_per_s, probe.accepted / wall, share,
                  learned_per_s / max(share, 1e-9), 1000 * cpu / max(probe.learned, 1), 1000 * probe.unroll_s,
+                 1000 * statistics.median(probe.updates or [float("nan")]),
                  1000 * percentile(probe.latencies, 0.5),
                  1000 * percentile(probe.latencies, 0.99), 1000 * percentile(probe.ticks, 0.5),
                  1000 * percentile(probe.ticks, 0.99), (w["rss"] - probe.rss_before) / actors,
                  w["hosts_pss"] / actors, probe.all_in - began, os.getloadavg()[0])
+
+
+@dataclass
+class ReplayPoint:
+    writers: int
+    shards: int
+    items_per_s: float
+    per_core: float
+    insert_p50_us: float
+    insert_p99_us: float
+    load_1min: float
+
+
+class InsertProbe(Observer):
+    """Times every table insert once all writers delivered and the window opened; stops when it closes."""
+
+    def __init__(self, writers: int, settle_s: float, seconds: float):
+        self.writers, self.settle_s, self.seconds = writers, settle_s, seconds
+        self.delivered: set[int] = set()
+        self.all_in = None
+        self.window: dict = {}
+        self.calls: list[float] = []
+        self.items = 0
+
+    def on_start(self, trainer):
+        for table in trainer.coordinator.tables.shards:
+            insert = table.insert_batch
+
+            def timed(items, priorities, timeout_s, insert=insert):
+                began = time.perf_counter()
+                keys = insert(items, priorities, timeout_s)
+                if "open" in self.window and "close" not in self.window:
+                    self.calls.append(time.perf_counter() - began)
+                    self.items += len(keys)
+                return keys
+
+            table.insert_batch = timed
+
+    def on_unroll(self, trainer, meta, verdict):
+        now = time.monotonic()
+        if self.all_in is None:
+            self.delivered.add(meta.actor_id)
+            if len(self.delivered) == self.writers:
+                self.all_in = now
+        elif "open" not in self.window and now >= self.all_in + self.settle_s:
+            self.window.update(open=now, cpu=time.process_time())
+        elif "open" in self.window and "close" not in self.window and now >= self.window["open"] + self.seconds:
+            self.window.update(close=now, cpu_end=time.process_time())
+            trainer.request_stop()
+
+
+def replay_point(writers: int, shards: int, hosts: int, offered: float, settle_s: float, seconds: float,
+                 out: Path) -> ReplayPoint:
+    config = load_experiment("cartpole-apex", [*SHARED, f"runtime.actors={writers}", f"replay.shards={shards}",
+                                               "replay.max_size=4000000", "replay.min_size=4000000",
+                                               "runtime.envs_per_actor=4", "runtime.unroll_length=16",
+                                               "eval.interval_s=0"])
+    rt = config.runtime
+    frames = rt.unroll_length * rt.envs_per_actor
+    launcher = EmulatedLauncher(rt, hosts=min(hosts, writers), frames_per_s=offered * frames / writers)
+    probe = InsertProbe(writers, settle_s, seconds)
+    Trainer(config, out / f"replay-{writers}-{shards}", launcher=launcher, observers=[probe]).run()
+    w = probe.window
+    if "close" not in w:
+        raise RuntimeError(f"{writers} writers, {shards} shards: the window never closed")
+    wall, cpu = w["close"] - w["open"], w["cpu_end"] - w["cpu"]
+    return ReplayPoint(writers, shards, probe.items / wall, probe.items / max(cpu, 1e-9),
+                       1e6 * percentile(probe.calls, 0.5), 1e6 * percentile(probe.calls, 0.99), os.getloadavg()[0])
+
+
+def format_replay(points: list[ReplayPoint]) -> str:
+    lines = [f"{'writers':>8} {'shards':>6} {'items/s':>9} {'per core':>9} {'insert p50':>10} {'insert p99':>10} "
+             f"{'load':>5}", f"{'':>8} {'':>6} {'':>9} {'items/s':>9} {'us':>10} {'us':>10} {'':>5}"]
+    lines += [f"{p.writers:>8} {p.shards:>6} {p.items_per_s:>9.0f} {p.per_core:>9.0f} {p.insert_p50_us:>10.0f} "
+              f"{p.insert_p99_us:>10.0f} {p.load_1min:>5.1f}" for p in points]
+    return "\n".join(lines)
+
+
+# unroll shapes as the presets write them: pong-impala (84x84x4 uint8, T 32, 16 envs, batches of 2 unrolls) and
+# this benchmark's cartpole-impala (4 floats, T 32, 4 envs, batches of 16)
+SIZES = {"atari": dict(obs=(84, 84, 4), dtype="uint8", unroll_length=32, envs=16, batch=2),
+         "cartpole": dict(obs=(4,), dtype="float32", unroll_length=32, envs=4, batch=16)}
+
+
+def size_spec(size: str):
+    import gymnasium as gym
+
+    from menger.transport import UnrollSpec
+
+    shape = SIZES[size]
+    high = 255 if shape["dtype"] == "uint8" else 1e9
+    return UnrollSpec(gym.spaces.Box(0, high, shape["obs"], dtype=shape["dtype"]), gym.spaces.Discrete(6),
+                      shape["unroll_length"], shape["envs"])
+
+
+@dataclass
+class DataPlane:
+    transport: str
+    size: str
+    unrolls_per_s: float
+    mb_per_s: float
+    frames_per_s: float
+    unroll_mb: float
+
+
+def data_plane_shm(seconds: float, size: str) -> DataPlane:
+    """The learner's side on one host: the actors wrote slots in shared memory (here: the same process, before
+    each gather, so the pages are as warm as an actor leaves them; not timed); each batch is gathered (a copy)."""
+    from menger.transport import UnrollBuffers
+
+    spec, batch = size_spec(size), SIZES[size]["batch"]
+    buffers = UnrollBuffers(spec, batch, shared=True)
+    source = {name: torch_like(t) for name, t in buffers.slot(0).items()}
+    taken, spent = 0, 0.0
+    while spent < seconds:
+        for slot in range(batch):
+            for name, tensor in buffers.slot(slot).items():
+                tensor.copy_(source[name])
+        began = time.perf_counter()
+        buffers.gather(list(range(batch)))
+        spent += time.perf_counter() - began
+        taken += batch
+    return DataPlane("shared memory", size, taken / spent, taken * buffers.bytes_per_slot / spent / 1e6,
+                     taken * spec.unroll_length * spec.envs_per_actor / spent, buffers.bytes_per_slot / 1e6)
+
+
+def torch_like(tensor):
+    import torch
+
+    return torch.randint(0, 255, tensor.shape).to(tensor.dtype) if tensor.dtype == torch.uint8 else \
+        torch.rand(tensor.shape).to(tensor.dtype)
+
+
+class _RayWriter:
+    """A Ray actor returning an Atari unroll from each call, as `RemoteActor.unroll` does (tag, fields, obs)."""
+
+    def __init__(self, spec):
+        from menger.transport import UnrollBuffers
+
+        slot = UnrollBuffers(spec, 1, shared=False).slot(0)
+        self.fields = {name: torch_like(t).numpy() for name, t in slot.items()}
+
+    def unroll(self):
+        obs = {name: array for name, array in self.fields.items() if name == "obs"}
+        fields = {name: array for name, array in self.fields.items() if name != "obs"}
+        return 0, fields, obs
+
+
+def data_plane_ray(seconds: float, size: str, in_flight: int = 4) -> DataPlane:
+    import ray
+
+    from menger.transport import UnrollBuffers
+
+    spec, batch = size_spec(size), SIZES[size]["batch"]
+    started = not ray.is_initialized()
+    if started:  # a private instance ("local"), never a cluster that happens to run on this machine
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this script
+    try:
+        writer = ray.remote(_RayWriter).options(num_cpus=0).remote(spec)
+        buffers = UnrollBuffers(spec, 2 * batch, shared=False)
+        calls = [writer.unroll.options(num_returns=3).remote() for _ in range(in_flight)]
+        ray.get(calls[0][0])  # warm: the actor is up
+        taken, filled, began = 0, [], time.perf_counter()
+        while time.perf_counter() - began < seconds:
+            _, fields_ref, obs_ref = calls.pop(0)
+            calls.append(writer.unroll.options(num_returns=3).remote())
+            fields = ray.get(fields_ref)
+            fields.update(ray.get(obs_ref))
+            filled.append(taken % (2 * batch))
+            view = buffers.slot(filled[-1])
+            for name, array in fields.items():
+                view[name].numpy()[...] = array
+            taken += 1
+            if len(filled) == batch:
+                buffers.gather(filled)
+                filled = []
+        wall = time.perf_counter() - began
+    finally:
+        if started:
+            ray.shutdown()
+    return DataPlane("ray object store", size, taken / wall, taken * buffers.bytes_per_slot / wall / 1e6,
+                     taken * spec.unroll_length * spec.envs_per_actor / wall, buffers.bytes_per_slot / 1e6)
+
+
+def parameter_count(preset: str) -> int:
+    from menger.models import build_policy
+    from menger.runtime.spaces import check_fit
+
+    config = load_experiment(preset)
+    (obs, action), _ = check_fit(config)
+    return sum(p.numel() for p in build_policy(obs, action, config.model, config.algo, config.env.normalize)
+               .parameters())
+
+
+def model(points: list[Point], planes: list[DataPlane], batch: int, actors: int = 10_000, hosts: int = 1_000,
+          actor_fps: float = 12_000.0, fanout: int = 16) -> str:
+    """The cost model, checked against the measured fleet sizes, then its prediction at `actors` on `hosts`."""
+    base = points[0]
+    lines = ["the model: learner CPU per learned unroll = update / batch + control (no term grows with N)",
+             f"  from {base.actors} actors: update {base.update_ms:.2f} ms per batch of {batch} -> "
+             f"{base.update_ms / batch:.3f} ms per unroll; control {base.cpu_ms_per_unroll - base.update_ms / batch:.3f}"
+             f" ms per unroll; per core {1000 / base.cpu_ms_per_unroll:.0f} unrolls/s"]
+    errors = []
+    for p in points[1:]:
+        predicted = 1000 / base.cpu_ms_per_unroll
+        errors.append((p.per_core - predicted) / predicted)
+        lines.append(f"  {p.actors:>5} actors: predicted {predicted:.0f} unrolls/s per core, measured {p.per_core:.0f}"
+                     f" ({errors[-1]:+.0%})")
+    if errors:
+        lines.append(f"  largest error over the measured points: {max(abs(e) for e in errors):.0%}")
+    ray = {p.size: p for p in planes if p.transport == "ray object store"}
+    shm = {p.size: p for p in planes if p.transport == "shared memory"}
+    per_host = actors // hosts
+    lines.append(f"\nprediction: {actors:,} actors on {hosts:,} hosts ({per_host} each), {actor_fps:,.0f} env frames/s "
+                 f"per actor offered, one learner core, batches of {batch}:")
+    for size, preset in (("cartpole", "cartpole-impala"), ("atari", "pong-impala")):
+        shape = SIZES[size]
+        frames = shape["unroll_length"] * shape["envs"]
+        offered = actors * actor_fps
+        params = 4 * parameter_count(preset)
+        ingest = ray.get(size) or shm.get(size)
+        if size == "cartpole":
+            control = base.cpu_ms_per_unroll - base.update_ms / batch
+            cost = base.update_ms / batch + control + (1000 / ingest.unrolls_per_s if ingest else 0.0)
+            learned = min(offered / frames, 1000 / cost)
+            parts = {"update": base.update_ms / batch, "control": control,
+                     f"ingest ({ingest.transport if ingest else 'not measured'})":
+                         1000 / ingest.unrolls_per_s if ingest else 0.0}
+            first = max(parts, key=parts.get)
+            versions = learned / batch
+            lines.append(f"  {size}: {learned * frames:,.0f} frames/s learned of {offered:,.0f} offered "
+                         f"(learner-bound; per unroll {cost:.3f} ms: "
+                         + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()) + f"); first bottleneck: {first}")
+        else:
+            ceiling = ingest.unrolls_per_s if ingest else float("nan")
+            learned = min(offered / frames, ceiling)
+            versions = learned / shape["batch"]
+            lines.append(f"  {size}: at most {learned * frames:,.0f} frames/s ({ceiling:.1f} unrolls/s, "
+                         f"{ingest.mb_per_s if ingest else float('nan'):,.0f} MB/s through {ingest.transport if ingest else '?'}) "
+                         f"of {offered:,.0f} offered: the data plane is the first bottleneck before any update "
+                         "(a GPU update is not measured here)")
+        lines.append(f"    parameters {params / 1e6:.2f} MB a version, {versions:.0f} versions/s: the learner sends "
+                     f"{hosts * params * versions / 1e9:.2f} GB/s with a cache per host, "
+                     f"{fanout * params * versions / 1e9:.3f} GB/s with a tree of fan-out {fanout}")
+    largest = points[-1]
+    lines.append(f"  learner memory for the actors: {largest.learner_kib_per_actor * actors / 1024:.0f} MiB "
+                 f"({largest.learner_kib_per_actor:.1f} KiB each, measured at {largest.actors}); supervisor tick "
+                 f"p99 {largest.tick_p99_ms:.2f} ms (constant: 64 handles a tick)")
+    return "\n".join(lines)
+
+
+def format_data_plane(points: list[DataPlane]) -> str:
+    lines = [f"{'transport':>16} {'unrolls':>8} {'unroll MB':>9} {'unrolls/s':>9} {'MB/s':>8} {'frames/s':>9}"]
+    lines += [f"{p.transport:>16} {p.size:>8} {p.unroll_mb:>9.3f} {p.unrolls_per_s:>9.1f} {p.mb_per_s:>8.0f} "
+              f"{p.frames_per_s:>9.0f}" for p in points]
+    return "\n".join(lines)
 
 
 @dataclass
@@ -285,13 +572,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=16, help="unrolls per learner batch")
     parser.add_argument("--settle-s", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=8.0, help="the measured window of each point")
+    parser.add_argument("--writers", type=int, nargs="*", default=[16, 256, 2048], help="replay writers (none: skip)")
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--data-plane", nargs="*", default=["shm", "ray"], choices=["shm", "ray"],
+                        help="transports whose ingest ceiling to measure (none: skip)")
     parser.add_argument("--chaos-actors", type=int, default=1024, help="0: no chaos run")
     parser.add_argument("--chaos-hosts", type=int, default=8)
     parser.add_argument("--out", type=Path, default=None)
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> tuple[list[Point], Chaos | None]:
+def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None]:
     args = parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="menger-scale-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -312,6 +603,18 @@ def main(argv=None) -> tuple[list[Point], Chaos | None]:
     print(format_points(points))
     median_load = statistics.median(p.load_1min for p in points)
     print(f"median 1-min load over the points: {median_load:.1f} on {os.cpu_count()} cores")
+    replay = [replay_point(writers, shards, args.hosts, args.offered, args.settle_s, args.seconds, out)
+              for writers in args.writers for shards in args.shards]
+    if replay:
+        print(f"\nreplay at many writers (cartpole-apex items, {args.offered:.0f} unrolls/s offered, inserts only):")
+        print(format_replay(replay))
+    planes = [{"shm": data_plane_shm, "ray": data_plane_ray}[name](args.seconds, size)
+              for name in args.data_plane for size in SIZES]
+    if planes:
+        print("\nthe data plane's ceiling, one learner taking unrolls in and doing nothing else:")
+        print(format_data_plane(planes))
+    print()
+    print(model(points, planes, args.batch))
     result = None
     if args.chaos_actors:
         result = chaos(args.chaos_actors, args.chaos_hosts, args.offered, args.batch, out)
@@ -321,7 +624,7 @@ def main(argv=None) -> tuple[list[Point], Chaos | None]:
               f"{result.duplicates}; produced {result.produced} = learned {result.learned} + dropped {result.dropped} "
               f"+ pending {result.pending}: {result.produced == result.learned + result.dropped + result.pending}")
     print(f"\nwrote {out / 'scale.csv'} and {out / 'scale.png'}")
-    return points, result
+    return points, replay, result
 
 
 if __name__ == "__main__":

@@ -377,11 +377,16 @@ def test_the_gpu_sharing_benchmark_sets_each_heuristic_beside_the_reference_simu
 
 def test_the_scale_benchmark_measures_emulated_fleets_and_a_killed_host(tmp_path, capsys):
     bench = _benchmark("scale")
-    points, chaos = bench.main(["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds", "1",
-                                "--settle-s", "0.2", "--chaos-actors", "32", "--chaos-hosts", "2",
-                                "--out", str(tmp_path)])
+    points, replay, chaos = bench.main(["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds", "1",
+                                        "--settle-s", "0.2", "--writers", "32", "--shards", "1", "4",
+                                        "--data-plane", "shm",
+                                        "--chaos-actors", "32", "--chaos-hosts", "2", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert [p.actors for p in points] == [8, 64] and all(p.learned_per_s > 0 and p.per_core > 0 for p in points)
     assert "per learner core at 64 actors" in out and (tmp_path / "scale.png").exists()
+    assert [(p.writers, p.shards) for p in replay] == [(32, 1), (32, 4)] and all(p.items_per_s > 0 for p in replay)
+    planes = [line.split() for line in out.splitlines() if line.strip().startswith("shared memory")]
+    assert sorted(words[2] for words in planes) == ["atari", "cartpole"]
+    assert "largest error over the measured points" in out and "first bottleneck" in out
     assert chaos.killed_actors == 16 and chaos.duplicates == 0
     assert chaos.produced == chaos.learned + chaos.dropped + chaos.pending

@@ -6,7 +6,8 @@ the actors cheap. An emulated host is one forked process that runs K virtual act
 virtual actor is what the learner expects of an actor: its own pipe (handed to the host as a file descriptor),
 id, incarnation and sequence numbers, slots it is granted, a heartbeat and a per-unroll frame counter in shared
 memory. Its "env" is a clock: an unroll of T x B frames takes T x B / `frames_per_s` seconds, and its data is what
-the slot already holds (no env runs and nothing is learned; the learner steps on those tensors as usual).
+the slot already holds, a template written once (`fill_template`: random observations, every row a valid step);
+no env runs, and the learner or the replay does its usual work on those tensors.
 
     learner (Trainer, unchanged)                          emulated host h (one process, K virtual actors)
     transport.start_actor(a) -> pipe, launcher.start_actor  --(start a, incarnation, fd)-->  actor a joins the loop
@@ -72,6 +73,7 @@ class EmulatedLauncher(ProcessLauncher):
 
     def make_transport(self, spec, policy, slots_per_actor: int):
         self.transport = super().make_transport(spec, policy, slots_per_actor)
+        fill_template(self.transport.buffers.tensors, self.runtime.seed)
         return self.transport
 
     def start_inference(self, policy, transport, device):
@@ -148,6 +150,20 @@ class EmulatedLauncher(ProcessLauncher):
             if self.controls[host] is not None:
                 self.controls[host].close()
                 self.controls[host] = None
+
+
+def fill_template(tensors: dict, seed: int) -> None:
+    """What every slot holds for the whole run (virtual actors write nothing): observations drawn once, every row a
+    valid transition, action 0, reward 0, no episode end, so a learner or a replay has real work to do on it."""
+    generator = torch.Generator().manual_seed(seed)
+    for name, tensor in tensors.items():
+        if name == "valid":
+            tensor.fill_(1.0)
+        elif name == "obs" or name.startswith("obs."):
+            if tensor.dtype.is_floating_point:
+                tensor.copy_(torch.randn(tensor.shape, generator=generator))
+            else:
+                tensor.copy_(torch.randint(0, 255, tensor.shape, generator=generator).to(tensor.dtype))
 
 
 class EmulatedHandle:
