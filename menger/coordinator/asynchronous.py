@@ -82,6 +82,10 @@ class AsyncCoordinator(SlotCoordinator):
         while self._held and (budget is None or len(self.granted) + len(self.pending) < budget):
             self._regrant(self._held.popleft())
 
+    def grants(self) -> list[tuple[int, int]]:
+        self._release()  # room a lost actor's grants or a failed grant left (cheap: nothing held, or no room)
+        return super().grants()
+
     def _reclaim(self, actor_id: int) -> None:
         super()._reclaim(actor_id)  # the actor's held slots are free again: they are not held for it any more
         if any(self.owner(slot) == actor_id for slot in self._held):

@@ -343,3 +343,11 @@ def test_batch_envs_keeps_a_batch_the_same_size_whatever_the_fleet():
     assert unrolls("runtime.envs_per_actor=4") == 2  # wants 4 unrolls, but 1 actor holds 2 slots
     assert unrolls("runtime.actors=64", "runtime.coordination.batch_unrolls=3") == 3  # batch_unrolls wins
     assert unrolls("runtime.coordination.batch_envs=0") == 0  # one unroll per actor
+
+
+def test_async_room_a_lost_actor_leaves_in_the_lag_budget_goes_to_the_held_slots_of_the_others():
+    coordinator, transport = AsyncCoordinator(8, 2, batch_unrolls=2, max_policy_lag=0), FakeTransport()
+    start(coordinator, transport, 8)
+    assert transport.granted == {0: [0, 1]}  # the budget: 2 x (0 + 1)
+    coordinator.actor_given_up(0)  # never comes back, and nothing pending: only the budget's room can unblock
+    assert sorted(transport.send(coordinator)) == [(1, 2), (1, 3)]
