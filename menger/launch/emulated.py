@@ -23,6 +23,7 @@ over hosts in blocks (actors 0..K-1 on host 0, ...), as real machines hold them.
 from __future__ import annotations
 
 import heapq
+import multiprocessing as mp
 import os
 import pickle
 import selectors
@@ -31,6 +32,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,20 +41,22 @@ from menger.config import ConfigError
 from menger.core import UnrollMeta
 from menger.forking import FORK_GATE
 from menger.inference import LocalInference
-from menger.launch.local import ProcessLauncher
+from menger.launch.local import LocalLauncher
 
 BEAT_S = 0.1  # at most this long between a host's heartbeat writes (one vectorised write for all its actors)
 KILLED = -9
 
 
-class EmulatedLauncher(ProcessLauncher):
+class EmulatedLauncher(LocalLauncher):
     """`hosts` processes running `runtime.actors` virtual actors between them, each making `frames_per_s` env
     frames per second. Local inference only (a virtual actor computes nothing)."""
 
     name = "emulated"
+    separate_processes = True  # the learner's side is the processes launcher's: its pipe ends are closed here
 
     def __init__(self, runtime, hosts: int = 1, frames_per_s: float = 10_000.0):
         super().__init__(runtime)
+        self.context = mp.get_context("fork")
         if not 1 <= hosts <= runtime.actors:
             raise ConfigError(f"emulated hosts: give 1 to runtime.actors={runtime.actors}, not {hosts}")
         if frames_per_s <= 0:
@@ -62,9 +66,9 @@ class EmulatedLauncher(ProcessLauncher):
         self.hosts, self.frames_per_s = hosts, frames_per_s
         self.status = torch.zeros(runtime.actors, dtype=torch.int64).share_memory_()  # generation running, 0: none
         self.exitcodes = torch.zeros(runtime.actors, dtype=torch.int64).share_memory_()
-        self.transport = None
+        self.transport: Any = None  # LocalTransport, made by make_transport
         self.host_processes: list = [None] * hosts
-        self.controls: list[socket.socket | None] = [None] * hosts
+        self.controls: list[Any] = [None] * hosts  # socket.socket per host once it started
         self.host_starts = 0  # host processes started, replacements included
 
     @property
@@ -270,8 +274,8 @@ class EmulatedHost:
             self.heartbeat[actor_id], self.progress[actor_id] = time.time(), 0
         elif message[0] == "kill":
             _, actor_id, generation = message
-            actor = self.actors.get(actor_id)
-            if actor is not None and actor.generation == generation:
+            running = self.actors.get(actor_id)
+            if running is not None and running.generation == generation:
                 self._leave(actor_id, KILLED)
         elif message[0] == "exit":
             return False

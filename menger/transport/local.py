@@ -152,7 +152,7 @@ class LocalTransport:
         if not self.conns:
             time.sleep(timeout)
             return []
-        received = []
+        received: list[tuple[int, tuple]] = []
         for key, _ in self.selector.select(timeout):
             actor_id = key.data
             messages = self.drain(actor_id)
