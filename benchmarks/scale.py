@@ -127,19 +127,49 @@ class Point:
     load_1min: float
 
 
-class Probe(Observer):
-    """Times grants to acceptances, supervisor ticks and the window; stops the run when the window closes."""
+class Window(Observer):
+    """The measured window: it opens `settle_s` after every actor delivered its first unroll and closes `seconds`
+    later, when the run is asked to stop. `measuring`: the window is open now."""
+
+    def __init__(self, actors: int, settle_s: float, seconds: float):
+        self.actors, self.settle_s, self.seconds = actors, settle_s, seconds
+        self.delivered: set[int] = set()
+        self.window: dict = {}
+        self.all_in: float | None = None
+
+    @property
+    def measuring(self) -> bool:
+        return "open" in self.window and "close" not in self.window
+
+    def on_unroll(self, trainer, meta, verdict):
+        now = time.monotonic()
+        if self.all_in is None:
+            self.delivered.add(meta.actor_id)
+            if len(self.delivered) == self.actors:
+                self.all_in = now
+        elif "open" not in self.window and now >= self.all_in + self.settle_s:
+            self.window.update(open=now, cpu=time.process_time())
+        elif self.measuring and now >= self.window["open"] + self.seconds:
+            self.window.update(close=now, cpu_end=time.process_time(), **self.closing(trainer))
+            trainer.request_stop()
+
+    def closing(self, trainer) -> dict:
+        """What else to note as the window closes."""
+        return {}
+
+
+class Probe(Window):
+    """Times grants to acceptances, supervisor ticks and updates in the window."""
 
     def __init__(self, actors: int, settle_s: float, seconds: float, unroll_s: float):
-        self.actors, self.settle_s, self.seconds, self.unroll_s = actors, settle_s, seconds, unroll_s
+        super().__init__(actors, settle_s, seconds)
+        self.unroll_s = unroll_s
         self.granted_at: dict[int, float] = {}
-        self.delivered: set[int] = set()
         self.latencies: list[float] = []
         self.ticks: list[float] = []
         self.accepted = self.learned = 0
         self.updates: list[float] = []
-        self.window: dict = {}
-        self.started = self.all_in = None
+        self.batch_began: float | None = None
         self.rss_before = rss_kib()
 
     def on_start(self, trainer):
@@ -153,40 +183,32 @@ class Probe(Observer):
         def timed_tick():
             began = time.perf_counter()
             tick()
-            if "open" in self.window:
+            if self.measuring:
                 self.ticks.append(time.perf_counter() - began)
 
         transport.grant, supervisor.tick = timed_grant, timed_tick
-        self.started = trainer.start  # the run's clock starts before the actors do
 
     def on_batch(self, trainer, batch):
-        if "open" in self.window and "close" not in self.window:
+        if self.measuring:
             self.learned += len(batch.metas)
             self.batch_began = time.process_time()
 
     def on_update(self, trainer, stats):
-        if getattr(self, "batch_began", None) is not None:
+        if self.batch_began is not None:
             self.updates.append(time.process_time() - self.batch_began)  # the step and the publish, CPU
             self.batch_began = None
 
     def on_unroll(self, trainer, meta, verdict):
-        now = time.monotonic()
-        if self.all_in is None:
-            self.delivered.add(meta.actor_id)
-            if len(self.delivered) == self.actors:
-                self.all_in = now
-        elif "open" not in self.window and now >= self.all_in + self.settle_s:
-            self.window.update(open=now, cpu=time.process_time())
-        if "open" in self.window and "close" not in self.window and verdict.accepted:
+        if self.measuring and verdict.accepted:
             self.accepted += 1
             slot = trainer.coordinator.pending[-1][0]  # async: the accepted unroll was just appended
             if slot in self.granted_at:
-                self.latencies.append(now - self.granted_at[slot])
-        if "open" in self.window and now >= self.window["open"] + self.seconds and "close" not in self.window:
-            self.window.update(close=now, cpu_end=time.process_time(), rss=rss_kib(),
-                               hosts_pss=sum(pss_kib(p.pid) for p in trainer.launcher.host_processes
-                                             if p is not None and p.is_alive()))
-            trainer.request_stop()
+                self.latencies.append(time.monotonic() - self.granted_at[slot])
+        super().on_unroll(trainer, meta, verdict)
+
+    def closing(self, trainer) -> dict:
+        return {"rss": rss_kib(), "hosts_pss": sum(pss_kib(p.pid) for p in trainer.launcher.host_processes
+                                                   if p is not None and p.is_alive())}
 
 
 def measure(actors: int, hosts: int, offered: float, batch: int, settle_s: float, seconds: float,
@@ -226,14 +248,11 @@ class ReplayPoint:
     load_1min: float
 
 
-class InsertProbe(Observer):
-    """Times every table insert once all writers delivered and the window opened; stops when it closes."""
+class InsertProbe(Window):
+    """Times every table insert in the window."""
 
     def __init__(self, writers: int, settle_s: float, seconds: float):
-        self.writers, self.settle_s, self.seconds = writers, settle_s, seconds
-        self.delivered: set[int] = set()
-        self.all_in = None
-        self.window: dict = {}
+        super().__init__(writers, settle_s, seconds)
         self.calls: list[float] = []
         self.items = 0
 
@@ -244,24 +263,12 @@ class InsertProbe(Observer):
             def timed(items, priorities, timeout_s, insert=insert):
                 began = time.perf_counter()
                 keys = insert(items, priorities, timeout_s)
-                if "open" in self.window and "close" not in self.window:
+                if self.measuring:
                     self.calls.append(time.perf_counter() - began)
                     self.items += len(keys)
                 return keys
 
             table.insert_batch = timed
-
-    def on_unroll(self, trainer, meta, verdict):
-        now = time.monotonic()
-        if self.all_in is None:
-            self.delivered.add(meta.actor_id)
-            if len(self.delivered) == self.writers:
-                self.all_in = now
-        elif "open" not in self.window and now >= self.all_in + self.settle_s:
-            self.window.update(open=now, cpu=time.process_time())
-        elif "open" in self.window and "close" not in self.window and now >= self.window["open"] + self.seconds:
-            self.window.update(close=now, cpu_end=time.process_time())
-            trainer.request_stop()
 
 
 def replay_point(writers: int, shards: int, hosts: int, offered: float, settle_s: float, seconds: float,
