@@ -168,8 +168,10 @@ class ReplayCoordinator(SlotCoordinator):
         blocked = {w.shard for w in self.waiting}
         for shard, actors in list(self._hungry.items()):
             table = self.tables.shard(shard)
+            if shard in blocked or not table.can_insert(1):
+                continue  # a shut shard's writers keep their turn, and are not even copied out
             for actor_id in list(actors):
-                if shard in blocked or not table.can_insert(1):
+                if not table.can_insert(1):
                     break
                 while (self.alive[actor_id] and self.granted_to[actor_id] < self.in_flight
                        and table.can_insert(1) and self.shard_of(actor_id) == shard):
