@@ -308,6 +308,15 @@ class RayConfig:
     actor_gpus: float = field(0.0, min=0.0, doc="GPUs each actor requests")
     max_actors: int = field(0, min=0, doc="runtime.actors=auto with an address (an elastic run): the most actors it "
                             "may grow to as nodes join; 0 = twice the actors picked at the start, at least 8")
+    cache_fanout: int = field(
+        0, min=0, doc="the parameter caches' fan-out: 0 = the learner tells every node's cache of each version, and a "
+        "cache fetches a version when an actor first reads it; F >= 2 = a tree of cell caches between them, each "
+        "telling at most F caches below, every version pushed down it (the learner sends each to at most F)")
+
+    def __post_init__(self):
+        if self.cache_fanout == 1:
+            raise ConfigError("runtime.ray.cache_fanout=1 makes a chain, not a tree: give 0 (one cache per node, "
+                              "told by the learner) or a fan-out of at least 2, e.g. 16")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Where things run::
 
     driver (`menger train ... --launcher ray`): Trainer + learner, publishes each version once (ray.put)
-    every node: one ParameterCache actor (num_cpus=0, pinned to its node)
+    every node: one ParameterCache actor (num_cpus=0, pinned to its node); runtime.ray.cache_fanout: cells above them
     anywhere Ray has room: actors (num_cpus=runtime.ray.actor_cpus, num_gpus=runtime.ray.actor_gpus), spread
     runtime.inference.mode=central: actors send each step's request on a socket to the driver, where the batched
     forward runs in a thread, on the learner's device (`menger.inference.ray`)
@@ -13,8 +13,8 @@ The launcher owns its transport (`RayTransport`) and its central inference servi
 started with no dashboard, and shut down at the end. If Ray is already initialised (a test's cluster, a
 notebook), that session is used and left running. The local instance keeps Ray's token authentication (Ray's
 default; Menger says so in its own log line instead of Ray's warning, which suggests turning it off), starts
-no idle workers ahead of need, and runs its actors at the learner's priority (not Ray's nice 15). Only this module, `menger.transport.ray`,
-`menger.params.ray` and `menger.inference.ray` import Ray.
+no idle workers ahead of need, and runs its actors at the learner's priority (not Ray's nice 15). Only this
+module, `menger.transport.ray`, `menger.params.ray`, `menger.params.caches` and `menger.inference.ray` import Ray.
 """
 from __future__ import annotations
 
@@ -118,7 +118,8 @@ class RayLauncher:
         self.connect(rt.ray.address)
         self.actor_options = {"num_cpus": self.actor_cpus(), "num_gpus": rt.ray.actor_gpus,
                               "scheduling_strategy": "SPREAD", "max_restarts": 0}
-        return RayTransport(self, spec, policy, rt.actors, slots_per_actor, rt.supervision.startup_grace_s)
+        return RayTransport(self, spec, policy, rt.actors, slots_per_actor, rt.supervision.startup_grace_s,
+                            rt.ray.cache_fanout)
 
     def actor_cpus(self) -> float:
         """The CPUs each actor requests: `runtime.ray.actor_cpus`, except on a private local instance whose CPUs

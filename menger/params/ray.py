@@ -1,9 +1,14 @@
-"""The parameter server on Ray: each version put in the object store once, read through one cache per node.
+"""The parameter server on Ray: each version put in the object store once, read through Menger's parameter caches.
 
     learner (driver):  RayParameterServer.publish(policy, version) -> ray.put(flat parameters), once per version
-    every node:        one ParameterCache actor (num_cpus=0, pinned there): told of each version as it is published
-                       (a reference, not the bytes), it fetches a version the first time an actor of its node needs
-                       it, so about one copy per version crosses the network per node
+    every node:        one ParameterCache (`menger.params.caches`; in a CacheProcess actor, num_cpus=0, pinned
+                       there). One tier
+                       (runtime.ray.cache_fanout=0): told of each version as it is published (a reference, not the
+                       bytes), it fetches a version the first time an actor of its node needs it, so about one copy
+                       per version crosses the network per node, and the learner tells every node
+    cells (fan-out F): runtime.ray.cache_fanout=F >= 2 puts tiers of cell caches between them (`cell_groups`):
+                       the learner tells at most F, each cell at most F below it, every version pushed down the
+                       tree as it is published; a dead cell's caches are told by the tier above it from then on
     actor:             CachedParameters (its ParameterSource): before each unroll, the newest version its node's
                        cache knows of, never older than the one the learner offered with the unroll call. (The
                        offer alone would be as old as the grant: a grant goes out before the update it waits on,
@@ -11,21 +16,20 @@
     central inference: RayParameterServer.latest() in the driver: no copy leaves the driver for inference
     gradient workers:  RayShards, a parameter server's shards as Ray actors (`menger.params.sharded`)
 
-Only this module, `menger.transport.ray`, `menger.inference.ray` and `menger.launch.ray` import Ray.
+Only this module, `menger.params.caches`, `menger.transport.ray`, `menger.inference.ray` and `menger.launch.ray`
+import Ray.
 """
 from __future__ import annotations
 
 import numpy as np
 import ray
 import torch
-from ray.exceptions import RayError
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+from ray.exceptions import RayActorError, RayError
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from menger.params.caches import GET_TIMEOUT_S, NODE_KEY
 from menger.params.server import views_of
 from menger.params.sharded import ParameterShard, check_layout, clip_scale, shard_bounds, weighted_sum
-
-GET_TIMEOUT_S = 60.0  # bound of every fetch of an object that is known to be ready (or of a small control call)
 
 
 class RayParameterServer:
@@ -52,57 +56,28 @@ class RayParameterServer:
         return self._published
 
 
-class ParameterCache:
-    """One per node (pinned there with NodeAffinitySchedulingStrategy): Menger's parameter cache.
-
-    `announce(version, source)`: the learner publishes; the cache keeps the reference (`source[0]`, the learner's
-    object), fetching nothing yet. `read(version, source)`: an actor's read before an unroll; `version, source` is
-    the learner's offer with the unroll call, which counts as an announcement too (a cache made after a publish
-    has missed it). The newest version announced is fetched only when a reader first asks for it, stored in the
-    node's object store with `ray.put`, and that local reference returned, so the learner sends each version about
-    once per node instead of once per actor, and a version nobody read never leaves the learner.
-    """
-
-    def __init__(self):
-        self.version, self.local, self.fetches, self.bytes_fetched, self.reads = -1, None, 0, 0, 0
-        self.announced, self.source = -1, None
-
-    def announce(self, version: int, source: list) -> None:
-        if version > self.announced:
-            self.announced, self.source = version, source
-
-    def read(self, version: int, source: list) -> tuple[int, list]:
-        self.announce(version, source)
-        if self.announced > self.version:
-            flat = ray.get(self.source[0], timeout=GET_TIMEOUT_S)
-            self.local = [ray.put(flat)]
-            self.version = self.announced
-            self.fetches += 1
-            self.bytes_fetched += int(flat.nbytes)
-        self.source = None  # fetched: the learner's object may go
-        self.reads += 1
-        return self.version, self.local
-
-    def stats(self) -> dict:
-        return {"fetches": self.fetches, "bytes": self.bytes_fetched, "reads": self.reads, "version": self.version}
-
-
 class CachedParameters:
     """An actor's ParameterSource on Ray: the newest version its node's cache knows of when an unroll starts.
 
     `offer(version, source)` (each unroll call) asks the cache once: it answers with its newest version (at least
-    the offered one) and a local reference to it; `read_into` fetches that only when the version moved.
+    the offered one) and a local reference to it; `read_into` fetches that only when the version moved. A cache
+    that is gone (killed, or its process died) is not asked again: the learner's offer is read instead.
     """
 
-    def __init__(self, cache):
-        self.cache, self.offered, self.source, self.local = cache, -1, None, None
+    def __init__(self, cache, key: str = NODE_KEY):
+        self.cache, self.key, self.offered, self.source, self.local = cache, key, -1, None, None
 
     def offer(self, version: int, source: list) -> None:
         self.source = source
-        if self.cache is None:  # a node that joined after the caches were made: the learner's copy as offered
-            self.offered, self.local = version, source
-        else:
-            self.offered, self.local = ray.get(self.cache.read.remote(version, source), timeout=GET_TIMEOUT_S)
+        if self.cache is not None:
+            try:
+                self.offered, self.local = ray.get(self.cache.read.remote(self.key, version, source),
+                                                   timeout=GET_TIMEOUT_S)
+                return
+            except RayActorError:
+                self.cache = None
+        # no cache on this node (it joined after the caches were made, or its cache died): the learner's copy
+        self.offered, self.local = version, source
 
     def version(self) -> int:
         return self.offered
@@ -112,52 +87,6 @@ class CachedParameters:
         with torch.no_grad():
             vector_to_parameters(torch.from_numpy(np.array(flat)), module.parameters())
         return self.offered
-
-
-class ParameterCaches:
-    """The per-node caches: made for every live node, remade when nodes come and go."""
-
-    def __init__(self):
-        self.by_node: dict[str, object] = {}
-        self.asked: list = []       # stats calls in flight: answered by the next `stats()`, so it never blocks
-        self.latest: dict = {}      # node id -> the newest stats of its cache
-
-    def refresh(self) -> dict[str, object]:
-        alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
-        for node_id in set(self.by_node) - alive:
-            self.by_node.pop(node_id)
-        for node_id in alive - set(self.by_node):
-            strategy = NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
-            self.by_node[node_id] = ray.remote(ParameterCache).options(
-                num_cpus=0, scheduling_strategy=strategy, max_concurrency=1).remote()
-        return dict(self.by_node)
-
-    def announce(self, version: int, source: list) -> None:
-        """A new version was published: every cache learns of it (a reference; it fetches on its first read)."""
-        for cache in self.by_node.values():
-            cache.announce.remote(version, source)
-
-    def stats(self, wait_s: float = 0.0) -> list[dict]:
-        """The caches' counters as of the previous call (or `wait_s` for this one's answers)."""
-        if self.asked:
-            refs = [ref for _, ref in self.asked]
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=wait_s)
-            for node_id, ref in self.asked:
-                if ref in ready:
-                    try:
-                        self.latest[node_id] = ray.get(ref, timeout=GET_TIMEOUT_S)
-                    except RayError:  # the cache's node is gone; its last counters still count
-                        pass
-        self.asked = [(node_id, cache.stats.remote()) for node_id, cache in self.by_node.items()]
-        return list(self.latest.values())
-
-    def kill_all(self) -> None:
-        for cache in self.by_node.values():
-            try:
-                ray.kill(cache)
-            except RayError:
-                pass
-        self.by_node.clear()
 
 
 # ----- the parameter server's shards as Ray actors ---------------------------------------------------

@@ -33,7 +33,8 @@ import torch
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from menger.params.ray import GET_TIMEOUT_S, CachedParameters, ParameterCaches, RayParameterServer
+from menger.params.caches import ParameterCaches
+from menger.params.ray import GET_TIMEOUT_S, CachedParameters, RayParameterServer
 from menger.transport.shm import UnrollBuffers, UnrollSpec, check_saved_chunks, is_observation
 
 log = logging.getLogger("menger.transport.ray")
@@ -133,12 +134,12 @@ class RayTransport:
     """The learner's side on Ray: unroll calls as grants, object refs in flight, params through per-node caches."""
 
     def __init__(self, launcher, spec: UnrollSpec, policy, num_actors: int, slots_per_actor: int,
-                 startup_grace_s: float):
+                 startup_grace_s: float, cache_fanout: int = 0):
         self.launcher, self.spec, self.startup_grace_s = launcher, spec, startup_grace_s
         self.frames_per_unroll = spec.unroll_length * spec.envs_per_actor
         self.buffers = UnrollBuffers(spec, num_actors * slots_per_actor, shared=False)
         self.params = RayParameterServer(policy)
-        self.caches = ParameterCaches()
+        self.caches = ParameterCaches(cache_fanout)
         self.central = False  # set when an actor of central inference starts: no cache needs the parameters
         self.actors: dict[int, ActorState] = {}
         self.in_flight: dict[object, InFlight] = {}
@@ -186,6 +187,10 @@ class RayTransport:
     def silent(self, seconds: float) -> list[int]:
         """The actors silent for more than `seconds` (`silent_for`)."""
         return [actor_id for actor_id in self.actors if self.silent_for(actor_id) > seconds]
+
+    def closed(self) -> list[int]:
+        """None: on Ray a dead actor's calls fail, and that failure is its death notice."""
+        return []
 
     def frames_in_flight(self, actor_id: int) -> int:
         """At most one unroll was being written (Ray keeps no per-step counter): count it as lost."""
@@ -288,16 +293,22 @@ class RayTransport:
             self.caches.announce(version, [self.params.ref])  # an unroll already granted starts on this one
 
     def metrics(self, wait_s: float = 0.0) -> dict:
-        """`params/copies_per_version`: node copies of the average version a cache fetched (about one per node)."""
+        """`params/copies_per_version`: copies of the average version the caches fetched (about one per node, and
+        one per cell of a tree); `params/learner_copies_per_version`: those the learner sent (at most the fan-out)."""
         if self.final_metrics is not None:
             return dict(self.final_metrics)
         stats = self.caches.stats(wait_s)
         fetches = [s["fetches"] for s in stats if s["fetches"]]
-        copies = sum(fetches) / max(fetches) if fetches else 0.0
+        versions = max(fetches) if fetches else 0
+        copies = sum(fetches) / versions if versions else 0.0
+        from_learner = sum(s["fetches_from_learner"] for s in stats) / versions if versions else 0.0
         return {"transport/bytes_per_env_slot": self.buffers.bytes_per_env_slot,
                 "params/bytes_per_version": copies * self.params.nbytes,
                 "params/copies_per_version": copies,
+                "params/learner_copies_per_version": from_learner,
                 "params/cache_reads": sum(s["reads"] for s in stats),
+                "params/cache_late": sum(s["late"] for s in stats),
+                "params/cache_fallbacks": sum(s["fallbacks"] for s in stats),
                 "params/caches": len(stats)}
 
     def shutdown(self, handles: list) -> None:

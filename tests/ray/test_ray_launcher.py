@@ -268,18 +268,23 @@ def test_r2d2_sequences_are_sharded_per_node_and_resume_with_their_stored_states
 def test_a_cache_answers_with_the_newest_version_announced_not_the_older_one_offered(cluster):
     """A grant goes out before the update it waits on: the actor's read at the start of the unroll must see the
     version published since (announced to the cache), not the one the grant carried."""
+    import asyncio
+
     import numpy as np
 
-    from menger.params.ray import ParameterCache
+    from menger.params.caches import ParameterCache
 
-    cache = ParameterCache()  # its methods, called here in order (Ray runs an actor's calls in the order sent)
-    old, new = [ray.put(np.zeros(3, np.float32))], [ray.put(np.ones(3, np.float32))]
-    cache.announce(7, new)
-    version, local = cache.read(6, old)  # the unroll was granted at version 6
-    assert version == 7 and np.array_equal(ray.get(local[0]), np.ones(3))
-    assert cache.read(7, new) == (7, local) and cache.fetches == 1  # each version is fetched once
-    cache.announce(5, old)  # an announcement that arrives late never goes back
-    assert cache.read(5, old)[0] == 7 and cache.fetches == 1
+    async def calls():  # its methods, called here in order (Ray runs an actor's calls in the order sent)
+        cache = ParameterCache()
+        old, new = [ray.put(np.zeros(3, np.float32))], [ray.put(np.ones(3, np.float32))]
+        await cache.announce(7, new)
+        version, local = await cache.read(6, old)  # the unroll was granted at version 6
+        assert version == 7 and np.array_equal(ray.get(local[0]), np.ones(3))
+        assert await cache.read(7, new) == (7, local) and cache.stats()["fetches"] == 1  # each version fetched once
+        await cache.announce(5, old)  # an announcement that arrives late never goes back
+        assert (await cache.read(5, old))[0] == 7 and cache.stats()["fetches"] == 1
+
+    asyncio.run(calls())
 
 
 def test_an_unroll_granted_before_a_publish_acts_with_the_published_version(cluster, tmp_path):
