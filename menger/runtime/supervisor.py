@@ -58,6 +58,10 @@ class Fleet(Protocol):
     def silent(self, seconds: float) -> list[int]:
         """The actors whose last sign of life is more than `seconds` old (one look at all heartbeats)."""
 
+    def closed(self) -> list[int]:
+        """The actors whose link to the learner closed at their end (a sign of death, seen by the transport):
+        their handles are asked at once, not when the rotation reaches them."""
+
     def retire(self, actor_id: int) -> int:
         """A lost incarnation: collect what it sent before it went, release its link; frames its partial unroll
         loses."""
@@ -141,8 +145,9 @@ class ActorSupervisor:
     def tick(self) -> None:
         """One supervision pass: restart what is due, lose the dead and the stalled, enforce the deadline. Its cost
         follows the actors with something to say, not the fleet: the restarts that are due (a heap), the actors the
-        fleet reports silent (one vectorised look at the heartbeats), and `LIVENESS_CHECKS` handles in rotation,
-        so a death with no other sign is seen within ceil(actors / LIVENESS_CHECKS) ticks."""
+        fleet reports silent (one vectorised look at the heartbeats) or closed (their link ended), and
+        `LIVENESS_CHECKS` handles in rotation, so a death with no other sign is seen within
+        ceil(actors / LIVENESS_CHECKS) ticks."""
         now = self.clock()
         while self._due and self._due[0][0] <= now:
             at, actor_id = heapq.heappop(self._due)
@@ -151,7 +156,7 @@ class ActorSupervisor:
                 self._start(record)
         timeout = self.config.heartbeat_timeout_s
         silent = set(self.fleet.silent(timeout)) if self._running else set()
-        for actor_id in sorted(silent.union(self._rotation())):
+        for actor_id in sorted(silent.union(self._rotation(), self.fleet.closed() if self._running else ())):
             record = self.actors[actor_id]
             if record.handle is None or record.given_up or record.parked:
                 continue

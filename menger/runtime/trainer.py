@@ -452,6 +452,9 @@ class _Fleet:
     def silent(self, seconds: float) -> list[int]:
         return self.trainer.transport.silent(seconds)
 
+    def closed(self) -> list[int]:
+        return self.trainer.transport.closed()
+
     def retire(self, actor_id: int) -> int:
         t = self.trainer
         for message in t.transport.drain(actor_id):  # unrolls and the error it sent before it went

@@ -115,6 +115,7 @@ class LocalTransport:
         self.conns: dict[int, object] = {}
         # every live pipe, registered once: a receive costs what the ready pipes cost, not one call per actor
         self.selector = selectors.DefaultSelector()
+        self.ended: set[int] = set()  # actors whose pipe closed at their end: the supervisor asks them at once
 
     def start_actor(self, actor_id: int, actor_kwargs: dict):
         learner_end, actor_end = mp.Pipe(duplex=True)
@@ -158,6 +159,7 @@ class LocalTransport:
             messages = self.drain(actor_id)
             if not messages:  # readable with nothing to read: the other end is closed; stop watching it
                 self._unwatch(actor_id)
+                self.ended.add(actor_id)
             received.extend((actor_id, message) for message in messages)
         return received
 
@@ -177,12 +179,17 @@ class LocalTransport:
         """Every actor whose last heartbeat is more than `seconds` old, in one vectorised look."""
         return np.flatnonzero(time.time() - self.heartbeat.numpy() > seconds).tolist()
 
+    def closed(self) -> list[int]:
+        """The actors whose pipe closed at their end since they started (until they are released)."""
+        return list(self.ended)
+
     def frames_in_flight(self, actor_id: int) -> int:
         return int(self.progress_frames[actor_id])
 
     def release(self, actor_id: int) -> None:
         """Close a lost actor's pipe: nothing from that incarnation can arrive after its replacement starts."""
         self._unwatch(actor_id)
+        self.ended.discard(actor_id)
         conn = self.conns.pop(actor_id, None)
         if conn is not None:
             try:

@@ -46,6 +46,7 @@ class FakeFleet:
         self.unparked: list[int] = []
         self.handles: dict[int, FakeHandle] = {}
         self.silence: dict[int, float] = {}
+        self.ended: set[int] = set()  # actors whose link closed at their end
         self.frames_lost = frames_lost
         self.last_words: dict[int, str] = {}
         self.supervisor = None
@@ -58,6 +59,9 @@ class FakeFleet:
 
     def silent(self, seconds: float) -> list[int]:
         return [actor_id for actor_id, silence in self.silence.items() if silence > seconds]
+
+    def closed(self) -> list[int]:
+        return sorted(self.ended)
 
     def retire(self, actor_id: int) -> int:
         self.retired.append(actor_id)
@@ -260,3 +264,16 @@ def test_among_thousands_a_death_without_other_sign_is_found_within_a_rotation()
     clock.advance(FIRST_BACKOFF_S)
     supervisor.tick()
     assert fleet.started[-1] == (3000, 1)
+
+
+def test_among_thousands_a_death_whose_link_closed_is_found_at_the_next_tick():
+    """A killed actor's pipe ends (the transport sees it): its handle is asked at once, whatever the rotation."""
+    supervisor, fleet, clock = make(4096)
+    supervisor.tick()  # the rotation is at 64..127 now
+    fleet.handles[3000].die()
+    fleet.ended.add(3000)
+    supervisor.tick()
+    assert fleet.retired == [3000]
+    fleet.ended.add(17)  # a link that closed while its actor still lives (it is exiting): asked, not lost
+    supervisor.tick()
+    assert fleet.retired == [3000]
