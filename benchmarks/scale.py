@@ -46,16 +46,21 @@ host as new incarnations. Printed: the seconds until every one of them delivered
 duplicates (0), and the ledger: produced = learned + dropped + pending.
 
     python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--writers 16 256 2048] [--shards 1 4 16]
-                               [--data-plane shm ray] [--hosts 8] [--seconds 8] [--out DIR]
+                               [--data-plane shm ray] [--cache-hosts 8 64 256] [--hosts 8] [--seconds 8] [--out DIR]
 
-Writes DIR/scale.csv and DIR/scale.png (accepted unrolls/s and CPU per unroll against N) and prints the tables
-with the load. Not measured here: the parameter cache tree on Ray (`docs/scaling.md` says what is measured
-where).
+Writes DIR/scale.csv, DIR/scale.png (accepted unrolls/s and CPU per unroll against N) and DIR/caches.png (the
+learner's egress per version against hosts for the three cache layouts), and prints the tables
+with the load.
+
+The parameter caches on Ray (`--cache-hosts`, `benchmarks/cache_tree.py`): flat, one cache per host, and the tree
+of cells, at 8, 64 and 256 emulated hosts: the learner's egress and sends per version, the time for a version to
+reach every host, the version lag at unroll start; and a killed cell in the tree at 64 hosts.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import logging
 import os
 import statistics
@@ -79,6 +84,16 @@ SHARED = ["runtime.envs_per_actor=4", "runtime.unroll_length=32", "runtime.learn
           # the lag budget (batch x (max_policy_lag + 1) unrolls in flight) would hold the learner to that pace
           # on purpose; what is measured here is the control plane's cost
           "runtime.coordination.max_policy_lag=1000000"]
+
+
+def sibling(name: str):
+    """benchmarks/NAME.py, loaded by path (this script may itself be loaded by path, as the tests do)."""
+    key = f"menger_benchmark_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
 
 
 def rss_kib(pid: int | str = "self") -> int:
@@ -494,10 +509,12 @@ class Chaos:
 
 
 class Killer(Observer):
-    """Kills host 0 once every actor delivered and `after_s` passed; times its actors' return."""
+    """Once every actor delivered and `after_s` passed, `kill(trainer)` kills the actors `on_host` (a host, or a
+    replay shard's writers); times their return."""
 
-    def __init__(self, actors: int, on_host: range, after_s: float, then_s: float):
+    def __init__(self, actors: int, on_host, after_s: float, then_s: float, kill=None):
         self.actors, self.on_host, self.after_s, self.then_s = actors, set(on_host), after_s, then_s
+        self.kill = kill or (lambda trainer: trainer.launcher.kill_host(0))
         self.delivered: set[int] = set()
         self.back: set[int] = set()
         self.all_in = self.killed_at = self.back_at = None
@@ -515,7 +532,7 @@ class Killer(Observer):
                 self.all_in = now
         elif self.killed_at is None and now >= self.all_in + self.after_s:
             self.killed_at = time.monotonic()
-            trainer.launcher.kill_host(0)
+            self.kill(trainer)
         elif self.killed_at is not None and meta.actor_id in self.on_host and meta.incarnation > 0:
             self.back.add(meta.actor_id)
             if self.back_at is None and self.back == self.on_host:
@@ -537,6 +554,33 @@ def chaos(actors: int, hosts: int, offered: float, batch: int, out: Path) -> Cha
     pending = sum(meta.frames for _, meta in trainer.coordinator.pending)
     back_s = (killer.back_at - killer.killed_at) if killer.back_at is not None else float("nan")
     return Chaos(actors, hosts, len(killer.on_host), back_s, dict(a.dropped), killer.duplicates + a.duplicates,
+                 a.produced, a.accepted, sum(a.dropped.values()), pending)
+
+
+def replay_chaos(writers: int, hosts: int, shards: int, offered: float, out: Path) -> Chaos:
+    """Ape-X's replay with `writers` emulated writers on `hosts` hosts and `shards` shards; the writers of shard 0
+    (actor i writes into shard i % shards: spread over every host) are killed at once mid-run."""
+    config = load_experiment("cartpole-apex", [*SHARED, f"runtime.actors={writers}", f"replay.shards={shards}",
+                                               "replay.max_size=4000000", "replay.min_size=4000000",
+                                               "runtime.envs_per_actor=4", "runtime.unroll_length=16",
+                                               "eval.interval_s=0", "stop.wall_clock_s=120"])
+    rt = config.runtime
+    launcher = EmulatedLauncher(rt, hosts=hosts, frames_per_s=offered * rt.unroll_length * rt.envs_per_actor / writers)
+    victims = [actor for actor in range(writers) if actor % shards == 0]
+
+    def kill(trainer):
+        for record in trainer.supervisor.actors:
+            if record.actor_id in victims and record.handle is not None:
+                record.handle.kill()
+
+    killer = Killer(writers, victims, after_s=2.0, then_s=1.0, kill=kill)
+    trainer = Trainer(config, out / "replay-chaos", launcher=launcher, observers=[killer])
+    trainer.run()
+    a = trainer.accounts
+    back_s = (killer.back_at - killer.killed_at) if killer.back_at is not None else float("nan")
+    replay = trainer.coordinator  # committed chunks are accounted at the next batch; waiting ones at their insert
+    pending = sum(meta.frames for meta in replay.new_metas) + sum(w.meta.frames for w in replay.waiting)
+    return Chaos(writers, hosts, len(victims), back_s, dict(a.dropped), killer.duplicates + a.duplicates,
                  a.produced, a.accepted, sum(a.dropped.values()), pending)
 
 
@@ -588,13 +632,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--data-plane", nargs="*", default=["shm", "ray"], choices=["shm", "ray"],
                         help="transports whose ingest ceiling to measure (none: skip)")
+    parser.add_argument("--cache-hosts", type=int, nargs="*", default=[8, 64, 256],
+                        help="emulated hosts for the parameter caches on Ray (none: skip; benchmarks/cache_tree.py)")
+    parser.add_argument("--cache-seconds", type=float, default=12.0, help="the caches' measured window")
     parser.add_argument("--chaos-actors", type=int, default=1024, help="0: no chaos run")
     parser.add_argument("--chaos-hosts", type=int, default=8)
     parser.add_argument("--out", type=Path, default=None)
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None]:
+def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list]:
     args = parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="menger-scale-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -610,7 +657,6 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None]:
         writer = csv.DictWriter(f, fieldnames=list(asdict(points[0])))
         writer.writeheader()
         writer.writerows(asdict(p) for p in points)
-    plot(points, out / "scale.png")
     print()
     print(format_points(points))
     median_load = statistics.median(p.load_1min for p in points)
@@ -627,6 +673,18 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None]:
         print(format_data_plane(planes))
     print()
     print(model(points, planes, args.batch))
+    caches, cache_chaos = [], None
+    if args.cache_hosts:
+        cache_tree = sibling("cache_tree")
+        cache_args = cache_tree.parse_args(["--hosts", *map(str, args.cache_hosts), "--seconds",
+                                            str(args.cache_seconds), "--chaos-hosts",
+                                            str(min(64, max(args.cache_hosts)))])
+        caches, cache_chaos = cache_tree.run(cache_args)
+        print()
+        print(cache_tree.report(caches, cache_chaos, cache_args))
+    plot(points, out / "scale.png")
+    if caches:
+        cache_tree.plot(caches, out / "caches.png")
     result = None
     if args.chaos_actors:
         result = chaos(args.chaos_actors, args.chaos_hosts, args.offered, args.batch, out)
@@ -635,8 +693,15 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None]:
               f"all back in {result.back_s:.2f} s; frames lost by reason {result.lost_frames}; duplicates "
               f"{result.duplicates}; produced {result.produced} = learned {result.learned} + dropped {result.dropped} "
               f"+ pending {result.pending}: {result.produced == result.learned + result.dropped + result.pending}")
-    print(f"\nwrote {out / 'scale.csv'} and {out / 'scale.png'}")
-    return points, replay, result
+    if args.chaos_actors and args.writers:
+        shards = max(args.shards)
+        rc = replay_chaos(args.chaos_actors, args.chaos_hosts, shards, args.offered, out)
+        print(f"chaos: replay, {rc.actors} writers on {rc.hosts} hosts and {shards} shards, shard 0's "
+              f"{rc.killed_actors} writers killed at once: all back in {rc.back_s:.2f} s; frames lost by reason {rc.lost_frames}; "
+              f"duplicates {rc.duplicates}; produced {rc.produced} = accounted {rc.learned} + dropped {rc.dropped} + "
+              f"in the replay, not yet accounted {rc.pending}: {rc.produced == rc.learned + rc.dropped + rc.pending}")
+    print(f"\nwrote {out / 'scale.csv'}, {out / 'scale.png'}" + (f" and {out / 'caches.png'}" if caches else ""))
+    return points, replay, result, caches
 
 
 if __name__ == "__main__":

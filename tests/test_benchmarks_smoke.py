@@ -377,10 +377,10 @@ def test_the_gpu_sharing_benchmark_sets_each_heuristic_beside_the_reference_simu
 
 def test_the_scale_benchmark_measures_emulated_fleets_and_a_killed_host(tmp_path, capsys):
     bench = _benchmark("scale")
-    points, replay, chaos = bench.main(["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds", "1",
-                                        "--settle-s", "0.2", "--writers", "32", "--shards", "1", "4",
-                                        "--data-plane", "shm",
-                                        "--chaos-actors", "32", "--chaos-hosts", "2", "--out", str(tmp_path)])
+    points, replay, chaos, _ = bench.main(["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds",
+                                           "1", "--settle-s", "0.2", "--writers", "32", "--shards", "1", "4",
+                                           "--data-plane", "shm", "--cache-hosts",  # the caches: the test below
+                                           "--chaos-actors", "32", "--chaos-hosts", "2", "--out", str(tmp_path)])
     out = capsys.readouterr().out
     assert [p.actors for p in points] == [8, 64] and all(p.learned_per_s > 0 and p.per_core > 0 for p in points)
     assert "per learner core at 64 actors" in out and (tmp_path / "scale.png").exists()
@@ -390,3 +390,20 @@ def test_the_scale_benchmark_measures_emulated_fleets_and_a_killed_host(tmp_path
     assert "largest error over the measured points" in out and "first bottleneck" in out
     assert chaos.killed_actors == 16 and chaos.duplicates == 0
     assert chaos.produced == chaos.learned + chaos.dropped + chaos.pending
+    replay_chaos = next(line for line in out.splitlines() if line.startswith("chaos: replay"))
+    assert "shard 0's 8 writers killed" in replay_chaos and "all back in nan" not in replay_chaos
+    assert "duplicates 0;" in replay_chaos and replay_chaos.endswith("True")
+
+
+def test_the_cache_benchmark_counts_what_the_learner_sends_in_each_layout_and_routes_around_a_killed_cell(capsys):
+    pytest.importorskip("ray")
+    bench = _benchmark("cache_tree")
+    points, chaos = bench.main(["--hosts", "8", "--seconds", "2", "--publish-s", "0.5", "--chaos-hosts", "8"])
+    out = capsys.readouterr().out
+    by_layout = {p.layout: p for p in points}
+    assert sorted(by_layout) == ["flat", "per-host", "tree"] and all(p.sends_per_version > 0 for p in points)
+    # the learner tells nobody (flat), every host (per-host), or the 2 cells of fan-out 4 over 8 hosts (tree)
+    assert [by_layout[name].msgs_per_version for name in ("flat", "per-host", "tree")] == [0.0, 8.0, 2.0]
+    assert by_layout["tree"].cells == 2 and "tree at 8 hosts: 2 tiers" in out
+    assert chaos.rerouted == 4  # the killed process held the first cell, over hosts 0-3
+    assert chaos.read_max_s < 60.0 and "chaos: tree at 8 hosts" in out
