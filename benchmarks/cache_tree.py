@@ -63,7 +63,7 @@ class EmulatedHosts(CacheProcess):
         self.offered: tuple[int, list | None] = (-1, None)
         self.starts: list[tuple[float, int, float]] = []  # (unroll start, version it starts with, read seconds)
         self.flat_arrivals: dict[tuple[str, int], float] = {}  # flat: (host, version) -> its first actor had it
-        self.flat_fetches, self.flat_bytes = 0, 0
+        self.flat_fetches: list[tuple[int, int]] = []  # flat: (version, bytes) of each fetch from the learner
 
     async def offer(self, version: int, source: list) -> None:
         if version > self.offered[0]:
@@ -73,8 +73,7 @@ class EmulatedHosts(CacheProcess):
         rng = random.Random(seed)
         await asyncio.gather(*[self._actor(key, rng.random() * unroll_s, unroll_s, until, flat)
                                for key in self.caches for _ in range(actors_per_host)])
-        return {"starts": self.starts, "flat_arrivals": self.flat_arrivals, "flat_fetches": self.flat_fetches,
-                "flat_bytes": self.flat_bytes}
+        return {"starts": self.starts, "flat_arrivals": self.flat_arrivals, "flat_fetches": self.flat_fetches}
 
     async def _actor(self, key: str, phase: float, unroll_s: float, until: float, flat: bool) -> None:
         await asyncio.sleep(phase)
@@ -86,8 +85,7 @@ class EmulatedHosts(CacheProcess):
                 if flat:  # every actor asks the learner
                     if version > have:
                         array = await _get(source[0])
-                        self.flat_fetches += 1
-                        self.flat_bytes += int(array.nbytes)
+                        self.flat_fetches.append((version, int(array.nbytes)))
                         self.flat_arrivals.setdefault((key, version), time.time())
                     have = version
                 else:
@@ -158,21 +156,35 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
     ray.get([p.stats.remote() for p in processes + caches.cell_processes], timeout=120)  # every process is up
     size = int(args.param_mb * 1e6 / 4)
     publishes: list[float] = []
-    msgs = 0
+
+    def publish() -> list:
+        version = len(publishes)
+        source = [ray.put(np.full(size, version, np.float32))]
+        publishes.append(time.time())
+        if layout != "flat":
+            caches.announce(version, source)
+        for process in processes:
+            process.offer.remote(version, source)
+        return source
+
+    # warm-up, not counted: version 0 in every host's cache before the window (a process's first fetch is slow)
+    source = publish()
+    deadline = time.time() + 120
+    while layout == "tree" and time.time() < deadline and min(
+            s["version"] for p in processes for s in ray.get(p.stats.remote(), timeout=30).values()) < 0:
+        time.sleep(0.05)  # pushed down the tree (a read now would give up waiting on a cold process)
+    if layout != "flat":
+        ray.get([caches.host_of[name].read.remote(name, 0, source) for name in names], timeout=120)
+    before = {key: s for p in processes + caches.cell_processes for key, s in ray.get(p.stats.remote()).items()}
+    msgs, first = 0, len(publishes)
     began = time.time() + 1.0
     until = began + args.seconds
     runs = [p.run.remote(args.actors_per_host, args.unroll_s, until, layout == "flat", seed)
             for seed, p in enumerate(processes)]
     killed_at, looked = None, time.time()
     while time.time() < until:
-        version = len(publishes)
-        source = [ray.put(np.full(size, version, np.float32))]
-        publishes.append(time.time())
-        if layout != "flat":
-            caches.announce(version, source)
-            msgs += len(caches.roots)
-        for process in processes:
-            process.offer.remote(version, source)
+        publish()
+        msgs += len(caches.roots) if layout != "flat" else 0
         if kill_cell and caches.cell_processes and killed_at is None and time.time() > began + args.seconds / 2:
             victim = caches.cell_processes[0]
             ray.kill(victim, no_restart=True)
@@ -203,12 +215,13 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
         arrivals: dict[tuple[str, int], float] = {}
         for result in results:
             arrivals.update(result["flat_arrivals"])
-        learner_fetches = sum(r["flat_fetches"] for r in results)
-        learner_bytes = sum(r["flat_bytes"] for r in results)
+        fetched = [(v, size) for r in results for v, size in r["flat_fetches"] if v >= first]  # not the warm-up's
+        learner_fetches, learner_bytes = len(fetched), sum(size for _, size in fetched)
     else:
         arrivals = {(name, v): t for name in names for v, t in stats[name]["arrivals"]}
-        learner_fetches = sum(s["fetches_from_learner"] for s in stats.values())
-        learner_bytes = sum(s["bytes_from_learner"] for s in stats.values())
+        learner_fetches = sum(s["fetches_from_learner"] - before[key]["fetches_from_learner"]
+                              for key, s in stats.items())
+        learner_bytes = sum(s["bytes_from_learner"] - before[key]["bytes_from_learner"] for key, s in stats.items())
     for (name, v), t in arrivals.items():
         by_host.setdefault(name, []).append((v, t))
     reach, every = [], []  # per host and version; per version, its last host
@@ -217,25 +230,26 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
         if all(t is not None for t in times):
             reach += [t - publishes[v] for t in times]
             every.append(max(times) - publishes[v])
-    versions = len(publishes)
+    versions = len(publishes) - first  # published in the window
     return Layout(layout, hosts, hosts * args.actors_per_host, len(caches.cell_of) if layout == "tree" else 0,
                   versions, learner_fetches / versions, learner_bytes / versions / 1e6, msgs / versions,
                   percentile(reach, 50), percentile(reach, 99), max(every, default=float("nan")),
                   percentile(lags, 50), percentile(lags, 99),
                   max(lags, default=0), percentile(reads, 99), max(reads, default=0.0),
-                  sum(s.get("late", 0) for s in stats.values()), sum(s.get("fallbacks", 0) for s in stats.values()),
+                  sum(s["late"] - before[key]["late"] for key, s in stats.items()),
+                  sum(s["fallbacks"] - before[key]["fallbacks"] for key, s in stats.items()),
                   rerouted, os.getloadavg()[0])
 
 
 def format_layouts(points: list[Layout]) -> str:
     lines = [f"{'layout':>9} {'hosts':>5} {'actors':>6} {'cells':>5} {'sends/v':>8} {'MB/v':>7} {'msgs/v':>6} "
-             f"{'reach p50':>9} {'reach p99':>9} {'all max':>7} {'lag p50':>7} {'lag p99':>7} {'lag max':>7} {'read p99':>8} "
-             f"{'read max':>8} {'load':>5}"]
+             f"{'reach p50':>9} {'reach p99':>9} {'all max':>7} {'lag p50':>7} {'lag p99':>7} {'lag max':>7} "
+             f"{'read p99':>8} {'read max':>8} {'load':>5}"]
     for p in points:
         lines.append(f"{p.layout:>9} {p.hosts:>5} {p.actors:>6} {p.cells:>5} {p.sends_per_version:>8.1f} "
                      f"{p.mb_per_version:>7.1f} {p.msgs_per_version:>6.1f} {p.reach_p50_s:>9.3f} "
-                     f"{p.reach_p99_s:>9.3f} {p.reach_all_max_s:>7.3f} {p.lag_p50:>7.0f} {p.lag_p99:>7.0f} {p.lag_max:>7d} "
-                     f"{p.read_p99_s:>8.3f} {p.read_max_s:>8.3f} {p.load_1min:>5.1f}")
+                     f"{p.reach_p99_s:>9.3f} {p.reach_all_max_s:>7.3f} {p.lag_p50:>7.0f} {p.lag_p99:>7.0f} "
+                     f"{p.lag_max:>7d} {p.read_p99_s:>8.3f} {p.read_max_s:>8.3f} {p.load_1min:>5.1f}")
     return "\n".join(lines)
 
 
@@ -309,8 +323,11 @@ def report(points: list[Layout], chaos: Layout | None, args) -> str:
     for p in points:
         if p.layout == "tree":
             bound = tiers(p.hosts, args.fanout) + 1
+            sends = "met" if p.sends_per_version <= args.fanout else "MISSED"
             lines.append(f"tree at {p.hosts} hosts: {tiers(p.hosts, args.fanout)} tiers, lag p99 {p.lag_p99:.0f} "
-                         f"(target <= tiers + 1 = {bound}: {'met' if p.lag_p99 <= bound else 'MISSED'})")
+                         f"(target <= tiers + 1 = {bound}: {'met' if p.lag_p99 <= bound else 'MISSED'}); learner "
+                         f"sends {p.sends_per_version:.1f} a version (target <= fan-out {args.fanout}: {sends}), "
+                         f"{p.late} reads took the learner's copy after waiting {PUSH_WAIT_S:g} s for a push")
     if chaos is not None:
         lines.append(f"chaos: tree at {chaos.hosts} hosts, one cell process killed mid-window: "
                      f"{chaos.rerouted} caches rerouted to the tier above, {chaos.late} reads waited out "
