@@ -198,6 +198,8 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
     for process in processes + caches.cell_processes:
         try:
             stats.update(ray.get(process.stats.remote(), timeout=30))
+            for key, arrived in ray.get(process.arrivals.remote(), timeout=30).items():
+                stats[key]["arrivals"] = arrived
         except ray.exceptions.RayError:
             pass  # the killed cell's process
     for _ in range(2):  # answers to the asks in flight, then to asks made now: a cell that died is found

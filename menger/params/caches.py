@@ -153,7 +153,7 @@ class ParameterCache:
         return {"fetches": sum(self.fetches.values()), "fetches_from_learner": self.fetches["learner"],
                 "bytes": sum(self.bytes_fetched.values()), "bytes_from_learner": self.bytes_fetched["learner"],
                 "reads": self.reads, "late": self.late, "fallbacks": self.fallbacks, "sends": self.sends,
-                "version": self.version, "arrivals": list(self.arrivals)}
+                "version": self.version}
 
 
 async def _get(ref):
@@ -179,6 +179,10 @@ class CacheProcess:
 
     async def stats(self) -> dict[str, dict]:
         return {key: cache.stats() for key, cache in self.caches.items()}
+
+    async def arrivals(self) -> dict[str, list[tuple[int, float]]]:
+        """(version, when it was here) of the last versions each cache fetched: how fast they came down."""
+        return {key: list(cache.arrivals) for key, cache in self.caches.items()}
 
 
 class ParameterCaches:
