@@ -98,7 +98,7 @@ class EmulatedCaches(ParameterCaches):
     """`ParameterCaches` whose caches live in a few shared processes: hosts in `HOST_PROCESSES`, cells in
     `CELL_PROCESSES` (round robin), each cache under its own name."""
 
-    def __init__(self, fanout: int, hosts: list[str], cells: int):
+    def __init__(self, fanout: int, hosts: list[str]):
         super().__init__(fanout)
         remote = ray.remote(EmulatedHosts).options(num_cpus=0)
         groups = [hosts[i::HOST_PROCESSES] for i in range(min(HOST_PROCESSES, len(hosts)))]
@@ -149,7 +149,7 @@ def percentile(values: list[float], q: float) -> float:
 def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False) -> Layout:
     names = [f"host-{i}" for i in range(hosts)]
     tree_fanout = fanout if layout == "tree" else 0
-    caches = EmulatedCaches(tree_fanout, names, 0)
+    caches = EmulatedCaches(tree_fanout, names)
     if layout != "flat":
         caches.place(set(names))
     processes = list(caches.host_processes)

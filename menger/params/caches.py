@@ -133,8 +133,6 @@ class ParameterCache:
             flat = await _get(source[0])
         self.fetches[origin] += 1
         self.bytes_fetched[origin] += int(flat.nbytes)
-        if version <= self.version:
-            return  # another fetch brought this one (or a newer one) while this one waited
         self.local = [ray.put(flat)]
         self.version = version
         if self.source is source:
