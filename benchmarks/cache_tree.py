@@ -26,11 +26,16 @@ Per layout and host count, over the window:
   all max         seconds from a publish until every host has it (the slowest version)
   lag p50/p99     versions between the newest published and the one an actor starts an unroll with
   read p99/max    seconds an actor's read of its host's cache took (a tree's node cache waits for a version on
-                  its way down at most PUSH_WAIT_S)
+                  its way down at most PUSH_WAIT_S, then for the cache above at most PULL_WAIT_S)
+
+A tree's read whose version has not come down in PUSH_WAIT_S pulls it from the cache above (which hands over its
+copy, pulling it first if it lacks it), so a slow tree does not send reads to the learner; only a cache above that
+is dead or slower than PULL_WAIT_S does (`fallbacks`).
 
 Chaos (`--chaos-hosts`): the tree at that many hosts, one cell's process killed halfway through the window;
 its caches are rerouted to the tier above at the driver's next look (every second, as a trainer's log
-interval), and until then their actors' reads wait at most PUSH_WAIT_S and then take the learner's offer.
+interval), and until then their actors' reads wait at most PUSH_WAIT_S, find the cell dead and take the
+learner's offer.
 
     python benchmarks/cache_tree.py [--hosts 8 64 256] [--fanout 4] [--seconds 12] [--chaos-hosts 64] [--plot PNG]
 """
@@ -49,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import ray
 
-from menger.params.caches import PUSH_WAIT_S, CacheProcess, ParameterCaches, _get, cell_groups
+from menger.params.caches import PULL_WAIT_S, PUSH_WAIT_S, CacheProcess, ParameterCaches, _get, cell_groups
 
 HOST_PROCESSES = 8   # processes holding the emulated hosts' caches and their actors
 CELL_PROCESSES = 16  # processes holding the cells
@@ -136,6 +141,7 @@ class Layout:
     read_p99_s: float
     read_max_s: float
     late: int
+    pulls: int
     fallbacks: int
     rerouted: int
     load_1min: float
@@ -239,6 +245,7 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
                   percentile(lags, 50), percentile(lags, 99),
                   max(lags, default=0), percentile(reads, 99), max(reads, default=0.0),
                   sum(s["late"] - before[key]["late"] for key, s in stats.items()),
+                  sum(s["pulls"] - before[key]["pulls"] for key, s in stats.items()),
                   sum(s["fallbacks"] - before[key]["fallbacks"] for key, s in stats.items()),
                   rerouted, os.getloadavg()[0])
 
@@ -328,14 +335,16 @@ def report(points: list[Layout], chaos: Layout | None, args) -> str:
             sends = "met" if p.sends_per_version <= args.fanout else "MISSED"
             lines.append(f"tree at {p.hosts} hosts: {tiers(p.hosts, args.fanout)} tiers, lag p99 {p.lag_p99:.0f} "
                          f"(target <= tiers + 1 = {bound}: {'met' if p.lag_p99 <= bound else 'MISSED'}); learner "
-                         f"sends {p.sends_per_version:.1f} a version (target <= fan-out {args.fanout}: {sends}), "
-                         f"{p.late} reads took the learner's copy after waiting {PUSH_WAIT_S:g} s for a push")
+                         f"sends {p.sends_per_version:.1f} a version (target <= fan-out {args.fanout}: {sends}); "
+                         f"{p.late} reads waited out PUSH_WAIT_S = {PUSH_WAIT_S:g} s for a push, {p.pulls} pulls "
+                         f"from the cache above, {p.fallbacks} fell back to the learner's offer")
     if chaos is not None:
         lines.append(f"chaos: tree at {chaos.hosts} hosts, one cell process killed mid-window: "
                      f"{chaos.rerouted} caches rerouted to the tier above, {chaos.late} reads waited out "
-                     f"PUSH_WAIT_S = {PUSH_WAIT_S:g} s, {chaos.fallbacks} fell back to the learner's offer; "
-                     f"lag p99 {chaos.lag_p99:.0f}, max {chaos.lag_max}; longest read {chaos.read_max_s:.2f} s "
-                     f"(bound: PUSH_WAIT_S plus a fetch)")
+                     f"PUSH_WAIT_S = {PUSH_WAIT_S:g} s, {chaos.pulls} pulls from the cache above, "
+                     f"{chaos.fallbacks} fell back to the learner's offer; lag p99 {chaos.lag_p99:.0f}, max "
+                     f"{chaos.lag_max}; longest read {chaos.read_max_s:.2f} s (bound: PUSH_WAIT_S + PULL_WAIT_S = "
+                     f"{PUSH_WAIT_S + PULL_WAIT_S:g} s plus a fetch)")
     lines.append(f"median 1-min load: {statistics.median(p.load_1min for p in points):.1f} on {os.cpu_count()} cores")
     return "\n".join(lines)
 

@@ -24,7 +24,8 @@ log = logging.getLogger("menger.params.caches")
 
 GET_TIMEOUT_S = 60.0  # bound of every fetch of an object that is known to be ready (or of a small control call)
 NODE_KEY = "node"  # a node's cache in its process (a cell's key is its name)
-PUSH_WAIT_S = 1.0  # a tree's node cache waits so long for an offered version to come down before asking the learner
+PUSH_WAIT_S = 1.0  # a tree's node cache waits so long for an offered version to come down before pulling it
+PULL_WAIT_S = 2.0  # ... and so long for the cache above to hand it over, before taking the learner's offer
 ARRIVALS_KEPT = 256  # (version, time) a cache keeps of the versions it fetched: how fast they came down
 
 
@@ -58,11 +59,14 @@ class ParameterCache:
     `read(version, source)`: an actor's read before an unroll; `version, source` is the learner's offer with the
     unroll call, which counts as an announcement too (a cache made after a publish has missed it). A lazy cache
     fetches the newest version known if it is not here yet. A pushing cache waits up to `PUSH_WAIT_S` for an
-    offered version that has not come down the tree yet, then fetches the learner's offer itself (`late`), and
-    its reads wait no more until an announcement comes again (the cell above died: the driver reroutes it). A fetch
-    from a cache above that died (its node left, it was killed) falls back to the learner's offer (`fallbacks`).
-    So no actor acts on a version older than the one its unroll call carried, whatever happened above it, and
-    none waits for it longer than `PUSH_WAIT_S` plus one fetch.
+    offered version that has not come down the tree yet (`late`), then pulls it from the cache above (`serve`: that
+    cache hands over its copy, pulling it from its own parent first if it lacks it; a top cell fetches the
+    learner's offer), so a slow tree still costs the learner no more than its fan-out. Only a cache above that is
+    dead, or has not answered in `PULL_WAIT_S`, sends the read to the learner's offer (`fallbacks`); its reads then
+    wait no more until an announcement comes again (the driver reroutes it). A fetch from a cache above that died
+    since it announced falls back to the offer too. So no actor acts on a version older than the one its unroll
+    call carried, whatever happened above it, and none waits for it longer than `PUSH_WAIT_S + PULL_WAIT_S` plus
+    one fetch.
     """
 
     def __init__(self, push: bool = False):
@@ -70,19 +74,25 @@ class ParameterCache:
         self.version, self.local, self.source = -1, cast(list, None), cast(list, None)
         self.announced, self.origin = -1, "learner"
         self.children: list[tuple[Any, str]] = []  # (the Ray actor holding a child cache, its key there)
+        self.parent: tuple[Any, str] | None = None  # the same of the cache above (None: the learner's offer)
         self.fetches = {"learner": 0, "cache": 0}
         self.bytes_fetched = {"learner": 0, "cache": 0}
-        self.reads, self.late, self.fallbacks, self.sends = 0, 0, 0, 0
-        self.cut_off = False  # a push came late: reads stop waiting for one until the tree (or the learner) tells
+        self.reads, self.late, self.pulls, self.fallbacks, self.sends = 0, 0, 0, 0, 0
+        self.cut_off = False  # the cache above failed a pull: reads stop waiting until the tree (or learner) tells
         self.arrivals: deque[tuple[int, float]] = deque(maxlen=ARRIVALS_KEPT)  # (version, when it was here)
         self._arrived = asyncio.Event()  # set (and replaced) whenever a newer version is here
         self._fetching = asyncio.Lock()  # one fetch at a time: reads and pushes that queue behind it find it done
+        self._pulling = asyncio.Lock()  # one pull at a time: late reads that queue behind it find it done
 
     def adopt(self, children: list[tuple[Any, str]]) -> None:
         """The caches this one tells of each version (a tree's cell); the newest version here goes to them now."""
         self.children = list(children)
         if self.version >= 0:
             self._tell(self.children)
+
+    def follow(self, parent: tuple[Any, str] | None) -> None:
+        """The cache a late read pulls from (None: a top cache, whose pulls take the learner's offer)."""
+        self.parent = parent
 
     async def announce(self, version: int, source: list, origin: str = "learner") -> None:
         self.cut_off = False  # told by the tier above (or the learner, rerouted): its pushes come again
@@ -95,11 +105,38 @@ class ParameterCache:
                 await asyncio.wait_for(self._reached(version), PUSH_WAIT_S)
             except asyncio.TimeoutError:
                 self.late += 1
-                self.cut_off = True
+                await self._pull(version, source)
         self._note(version, source, "learner")
         await self._fetch(fallback=(version, source))
         self.reads += 1
         return self.version, self.local
+
+    async def serve(self, version: int, source: list) -> tuple[int, list]:
+        """A late child's pull: this cache's copy of `version` (or newer), brought here first if it is not."""
+        if version > self.version:
+            await self._pull(version, source)
+            self._note(version, source, "learner")
+            await self._fetch(fallback=(version, source))
+        return self.version, self.local
+
+    async def _pull(self, version: int, source: list) -> None:
+        """Ask the cache above for `version` when its push has not come (one already announced is on its way);
+        a cache above that is gone or slower than PULL_WAIT_S: the learner's offer (`source`) is fetched."""
+        if self.parent is None or self.announced >= version:
+            return
+        async with self._pulling:
+            if self.announced >= version or self.cut_off:  # a pull queued before this one brought it, or failed
+                return
+            process, key = self.parent
+            try:
+                pulled, local = await asyncio.wait_for(
+                    asyncio.wrap_future(process.serve.remote(key, version, source).future()), PULL_WAIT_S)
+            except (asyncio.TimeoutError, RayError):
+                self.fallbacks += 1
+                self.cut_off = True
+                return
+            self.pulls += 1
+            self._note(pulled, local, "cache")
 
     def _note(self, version: int, source: list, origin: str) -> bool:
         if version <= self.announced:
@@ -150,7 +187,8 @@ class ParameterCache:
     def stats(self) -> dict:
         return {"fetches": sum(self.fetches.values()), "fetches_from_learner": self.fetches["learner"],
                 "bytes": sum(self.bytes_fetched.values()), "bytes_from_learner": self.bytes_fetched["learner"],
-                "reads": self.reads, "late": self.late, "fallbacks": self.fallbacks, "sends": self.sends,
+                "reads": self.reads, "late": self.late, "pulls": self.pulls, "fallbacks": self.fallbacks,
+                "sends": self.sends,
                 "version": self.version}
 
 
@@ -172,8 +210,14 @@ class CacheProcess:
     async def read(self, key: str, version: int, source: list) -> tuple[int, list]:
         return await self.caches[key].read(version, source)
 
+    async def serve(self, key: str, version: int, source: list) -> tuple[int, list]:
+        return await self.caches[key].serve(version, source)
+
     async def adopt(self, key: str, children: list[tuple[Any, str]]) -> None:
         self.caches[key].adopt(children)
+
+    async def follow(self, key: str, parent: tuple[Any, str] | None) -> None:
+        self.caches[key].follow(parent)
 
     async def stats(self) -> dict[str, dict]:
         return {key: cache.stats() for key, cache in self.caches.items()}
@@ -254,6 +298,8 @@ class ParameterCaches:
         self.roots = names
         for cell in self.cells:
             self._adopt(cell)
+        if self.fanout:
+            self._follow(self.roots, None)
         if self.source is not None:
             self.announce(self.version, self.source)
 
@@ -261,8 +307,15 @@ class ParameterCaches:
         return [child for child, parent in self.parent.items() if parent == name]
 
     def _adopt(self, name: str) -> None:
-        children = [(self._process(child), self._key(child)) for child in self._children(name)]
-        self.cells[name].adopt.remote(self._key(name), children)
+        """Cell `name` tells its children of each version, and they pull from it when a push is late."""
+        children = self._children(name)
+        self.cells[name].adopt.remote(self._key(name), [(self._process(child), self._key(child)) for child in children])
+        self._follow(children, name)
+
+    def _follow(self, names: list[str], parent: str | None) -> None:
+        above = None if parent is None else (self._process(parent), self._key(parent))
+        for name in names:
+            self._process(name).follow.remote(self._key(name), above)
 
     def announce(self, version: int, source: list) -> None:
         """A new version was published: the learner tells its children (every node's cache, or the top cells)."""
@@ -280,6 +333,7 @@ class ParameterCaches:
         self.rerouted += len(orphans)
         if above is None:
             self.roots = [name for name in self.roots if name != cell] + orphans
+            self._follow(orphans, None)
             for child in orphans:
                 if self.source is not None:
                     self._process(child).announce.remote(self._key(child), self.version, self.source)

@@ -14,7 +14,8 @@ from ray_harness import TrainerInThread, ray_config, wait_until  # noqa: E402
 
 from menger.config import ConfigError  # noqa: E402
 from menger.experiment import load_experiment  # noqa: E402
-from menger.params.caches import NODE_KEY, PUSH_WAIT_S, ParameterCaches, cell_groups  # noqa: E402
+from menger.params.caches import (  # noqa: E402
+    NODE_KEY, PUSH_WAIT_S, CacheProcess, ParameterCache, ParameterCaches, cell_groups)
 
 
 def test_cells_group_the_caches_below_them_until_the_learner_tells_at_most_the_fanout():
@@ -80,6 +81,34 @@ def test_a_version_goes_down_the_tree_and_a_killed_cell_is_routed_around(cluster
         assert all(stats[node]["fetches_from_learner"] >= 1 for node in orphans)  # told by the learner now
     finally:
         caches.kill_all()
+
+
+def test_a_late_push_is_pulled_from_the_cache_above_not_the_learner(cluster):
+    """A tree that is slow (a push not here in PUSH_WAIT_S) still costs the learner only its fan-out: the late
+    read pulls the version from the cell above, which hands over its copy, or fetches it first if it lacks it."""
+    import asyncio
+
+    cell = ray.remote(CacheProcess).options(num_cpus=0).remote(["cell-0-0"], True)
+    offers = [[ray.put(np.full(100, version, np.float32))] for version in range(3)]
+
+    async def calls():
+        node = ParameterCache(push=True)
+        node.follow((cell, "cell-0-0"))  # the cell has not adopted it: no push ever comes down to it
+        await asyncio.wrap_future(cell.announce.remote("cell-0-0", 0, offers[0]).future())
+        version, local = await node.read(0, offers[0])  # the cell has version 0: its copy
+        assert version == 0 and ray.get(local[0])[0] == 0
+        version, local = await node.read(1, offers[1])  # the cell lacks version 1: it fetches the offer, then hands
+        assert version == 1 and ray.get(local[0])[0] == 1
+        return node.stats()
+
+    try:
+        node = asyncio.run(calls())
+        above = ray.get(cell.stats.remote(), timeout=30)["cell-0-0"]
+        assert node["late"] == 2 and node["pulls"] == 2 and node["fallbacks"] == 0
+        assert node["fetches"] == 2 and node["fetches_from_learner"] == 0  # both from the cell's copies
+        assert above["fetches_from_learner"] == 2  # each version sent once by the learner, to the cell
+    finally:
+        ray.kill(cell)
 
 
 def test_a_run_on_a_cache_tree_learns_and_the_learner_sends_each_version_to_the_fanout(cluster, tmp_path):
