@@ -41,11 +41,15 @@ unrolls) plus a control-plane part that does not grow with N; checked against ev
 error of predicting each from the smallest), then used to predict 10,000 actors on 1,000 hosts, CartPole- and
 Atari-sized, naming the first bottleneck. `docs/scaling.md` has the figures.
 
-Chaos (`--chaos-actors` on `--chaos-hosts` hosts): one host is SIGKILLed mid-run; its actors come back on a new
-host as new incarnations. Printed: the seconds until every one of them delivered again, frames lost by reason,
+The learner's loop on Ray (`--ray-actors`): the same fleets with the Ray launcher's learner side (`RayTransport`:
+an unroll call per grant, refs in flight, a cache per node read before each unroll), the virtual actors in
+`--hosts` async Ray actors (`menger.launch.emulated_ray`), printed as the same table.
+
+Chaos (`--chaos-actors` on `--chaos-hosts` hosts): one host is SIGKILLed mid-run (on Ray too, with `--ray-chaos`:
+its Ray actor killed); its actors come back on a new host as new incarnations. Printed: the seconds until every one of them delivered again, frames lost by reason,
 duplicates (0), and the ledger: produced = learned + dropped + pending.
 
-    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--writers 16 256 2048] [--shards 1 4 16]
+    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--ray-actors 16 256 1024] [--writers 16 256 2048] [--shards 1 4 16]
                                [--data-plane shm ray] [--cache-hosts 8 64 256] [--hosts 8] [--seconds 8] [--out DIR]
 
 Writes DIR/scale.csv, DIR/scale.png (accepted unrolls/s and CPU per unroll against N) and DIR/caches.png (the
@@ -222,20 +226,34 @@ class Probe(Window):
         super().on_unroll(trainer, meta, verdict)
 
     def closing(self, trainer) -> dict:
-        return {"rss": rss_kib(), "hosts_pss": sum(pss_kib(p.pid) for p in trainer.launcher.host_processes
-                                                   if p is not None and p.is_alive())}
+        launcher = trainer.launcher
+        if hasattr(launcher, "host_stats"):  # on Ray: the host actors' processes, on this machine
+            pids = [stats["pid"] for stats in launcher.host_stats()]
+        else:
+            pids = [p.pid for p in launcher.host_processes if p is not None and p.is_alive()]
+        return {"rss": rss_kib(), "hosts_pss": sum(pss_kib(pid) for pid in pids)}
+
+
+def emulated_launcher(rt, hosts: int, frames_per_s: float, on_ray: bool):
+    """Virtual actors on `hosts` host processes (`menger.launch.emulated`), or on as many async Ray actors
+    (`menger.launch.emulated_ray`: the learner's side is the Ray launcher's, `RayTransport` and node caches)."""
+    if on_ray:
+        from menger.launch.emulated_ray import EmulatedRayLauncher
+
+        return EmulatedRayLauncher(rt, hosts=hosts, frames_per_s=frames_per_s)
+    return EmulatedLauncher(rt, hosts=hosts, frames_per_s=frames_per_s)
 
 
 def measure(actors: int, hosts: int, offered: float, batch: int, settle_s: float, seconds: float,
-            out: Path) -> Point:
-    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}",
-                                      f"runtime.coordination.batch_unrolls={batch}"])
+            out: Path, on_ray: bool = False) -> Point:
+    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}", f"runtime.coordination.batch_unrolls={batch}",
+                                      f"runtime.launcher={'ray' if on_ray else 'processes'}"])
     rt = config.runtime
     frames = rt.unroll_length * rt.envs_per_actor
     per_actor = offered * frames / actors  # env frames/s of each actor: the same offered load at every N
-    launcher = EmulatedLauncher(rt, hosts=min(hosts, actors), frames_per_s=per_actor)
+    launcher = emulated_launcher(rt, min(hosts, actors), per_actor, on_ray)
     probe = Probe(actors, settle_s, seconds, frames / per_actor)
-    trainer = Trainer(config, out / f"run-{actors}", launcher=launcher, observers=[probe])
+    trainer = Trainer(config, out / f"run-{'ray-' if on_ray else ''}{actors}", launcher=launcher, observers=[probe])
     began = time.monotonic()
     trainer.run()
     w = probe.window
@@ -541,14 +559,14 @@ class Killer(Observer):
             trainer.request_stop()
 
 
-def chaos(actors: int, hosts: int, offered: float, batch: int, out: Path) -> Chaos:
-    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}",
-                                      f"runtime.coordination.batch_unrolls={batch}", "stop.wall_clock_s=120"])
+def chaos(actors: int, hosts: int, offered: float, batch: int, out: Path, on_ray: bool = False) -> Chaos:
+    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}", f"runtime.coordination.batch_unrolls={batch}",
+                                      "stop.wall_clock_s=120", f"runtime.launcher={'ray' if on_ray else 'processes'}"])
     rt = config.runtime
     frames = rt.unroll_length * rt.envs_per_actor
-    launcher = EmulatedLauncher(rt, hosts=hosts, frames_per_s=offered * frames / actors)
+    launcher = emulated_launcher(rt, hosts, offered * frames / actors, on_ray)
     killer = Killer(actors, launcher.actors_of(0), after_s=2.0, then_s=1.0)
-    trainer = Trainer(config, out / "chaos", launcher=launcher, observers=[killer])
+    trainer = Trainer(config, out / f"chaos{'-ray' if on_ray else ''}", launcher=launcher, observers=[killer])
     trainer.run()
     a = trainer.accounts
     pending = sum(meta.frames for _, meta in trainer.coordinator.pending)
@@ -635,13 +653,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--cache-hosts", type=int, nargs="*", default=[8, 64, 256],
                         help="emulated hosts for the parameter caches on Ray (none: skip; benchmarks/cache_tree.py)")
     parser.add_argument("--cache-seconds", type=float, default=12.0, help="the caches' measured window")
+    parser.add_argument("--ray-actors", type=int, nargs="*", default=[16, 256, 1024],
+                        help="fleet sizes of the learner's loop on Ray, virtual actors in --hosts async Ray actors "
+                             "(none: skip)")
     parser.add_argument("--chaos-actors", type=int, default=1024, help="0: no chaos run")
     parser.add_argument("--chaos-hosts", type=int, default=8)
+    parser.add_argument("--ray-chaos", action=argparse.BooleanOptionalAction, default=True,
+                        help="also kill a host of the chaos fleet on Ray")
     parser.add_argument("--out", type=Path, default=None)
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list]:
+def print_chaos(result: Chaos, where: str = "") -> None:
+    print(f"chaos{where}: {result.actors} actors on {result.hosts} hosts, host 0 ({result.killed_actors} actors) killed: "
+          f"all back in {result.back_s:.2f} s; frames lost by reason {result.lost_frames}; duplicates "
+          f"{result.duplicates}; produced {result.produced} = learned {result.learned} + dropped {result.dropped} "
+          f"+ pending {result.pending}: {result.produced == result.learned + result.dropped + result.pending}")
+
+
+def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list, tuple[list[Point], Chaos | None]]:
     args = parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="menger-scale-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -661,6 +691,12 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list]
     print(format_points(points))
     median_load = statistics.median(p.load_1min for p in points)
     print(f"median 1-min load over the points: {median_load:.1f} on {os.cpu_count()} cores")
+    on_ray = [measure(actors, args.hosts, args.offered, args.batch, args.settle_s, args.seconds, out, on_ray=True)
+              for actors in args.ray_actors]
+    if on_ray:
+        print(f"\nthe same on Ray (RayTransport, a cache per node; virtual actors in {args.hosts} async Ray actors):")
+        print(format_points(on_ray))
+        print(f"median 1-min load over the points: {statistics.median(p.load_1min for p in on_ray):.1f}")
     replay = [replay_point(writers, shards, args.hosts, args.offered, args.settle_s, args.seconds, out)
               for writers in args.writers for shards in args.shards]
     if replay:
@@ -689,10 +725,11 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list]
     if args.chaos_actors:
         result = chaos(args.chaos_actors, args.chaos_hosts, args.offered, args.batch, out)
         print()
-        print(f"chaos: {result.actors} actors on {result.hosts} hosts, host 0 ({result.killed_actors} actors) killed: "
-              f"all back in {result.back_s:.2f} s; frames lost by reason {result.lost_frames}; duplicates "
-              f"{result.duplicates}; produced {result.produced} = learned {result.learned} + dropped {result.dropped} "
-              f"+ pending {result.pending}: {result.produced == result.learned + result.dropped + result.pending}")
+        print_chaos(result)
+    ray_chaos = None
+    if args.chaos_actors and args.ray_chaos:
+        ray_chaos = chaos(args.chaos_actors, args.chaos_hosts, args.offered, args.batch, out, on_ray=True)
+        print_chaos(ray_chaos, " on Ray")
     if args.chaos_actors and args.writers:
         shards = max(args.shards)
         rc = replay_chaos(args.chaos_actors, args.chaos_hosts, shards, args.offered, out)
@@ -701,7 +738,7 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list]
               f"duplicates {rc.duplicates}; produced {rc.produced} = accounted {rc.learned} + dropped {rc.dropped} + "
               f"in the replay, not yet accounted {rc.pending}: {rc.produced == rc.learned + rc.dropped + rc.pending}")
     print(f"\nwrote {out / 'scale.csv'}, {out / 'scale.png'}" + (f" and {out / 'caches.png'}" if caches else ""))
-    return points, replay, result, caches
+    return points, replay, result, caches, (on_ray, ray_chaos)
 
 
 if __name__ == "__main__":

@@ -377,10 +377,12 @@ def test_the_gpu_sharing_benchmark_sets_each_heuristic_beside_the_reference_simu
 
 def test_the_scale_benchmark_measures_emulated_fleets_and_a_killed_host(tmp_path, capsys):
     bench = _benchmark("scale")
-    points, replay, chaos, _ = bench.main(["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds",
-                                           "1", "--settle-s", "0.2", "--writers", "32", "--shards", "1", "4",
-                                           "--data-plane", "shm", "--cache-hosts",  # the caches: the test below
-                                           "--chaos-actors", "32", "--chaos-hosts", "2", "--out", str(tmp_path)])
+    points, replay, chaos, _, (on_ray, ray_chaos) = bench.main(
+        ["--actors", "8", "64", "--hosts", "2", "--offered", "400", "--seconds", "1", "--settle-s", "0.2",
+         "--writers", "32", "--shards", "1", "4", "--data-plane", "shm", "--cache-hosts",  # the caches: a test below
+         "--ray-actors", "--no-ray-chaos",  # on Ray: the test below
+         "--chaos-actors", "32", "--chaos-hosts", "2", "--out", str(tmp_path)])
+    assert on_ray == [] and ray_chaos is None
     out = capsys.readouterr().out
     assert [p.actors for p in points] == [8, 64] and all(p.learned_per_s > 0 and p.per_core > 0 for p in points)
     assert "per learner core at 64 actors" in out and (tmp_path / "scale.png").exists()
@@ -393,6 +395,21 @@ def test_the_scale_benchmark_measures_emulated_fleets_and_a_killed_host(tmp_path
     replay_chaos = next(line for line in out.splitlines() if line.startswith("chaos: replay"))
     assert "shard 0's 8 writers killed" in replay_chaos and "all back in nan" not in replay_chaos
     assert "duplicates 0;" in replay_chaos and replay_chaos.endswith("True")
+
+
+def test_the_scale_benchmark_runs_the_learner_loop_and_a_killed_host_on_ray(tmp_path, capsys):
+    pytest.importorskip("ray")
+    bench = _benchmark("scale")
+    points, replay, chaos, caches, (on_ray, ray_chaos) = bench.main(
+        ["--actors", "8", "--ray-actors", "8", "32", "--hosts", "2", "--offered", "200", "--seconds", "1",
+         "--settle-s", "0.2", "--writers", "--data-plane", "--cache-hosts", "--chaos-actors", "32",
+         "--chaos-hosts", "2", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert [p.actors for p in points] == [8] and [p.actors for p in on_ray] == [8, 32] and all(p.learned_per_s > 0 for p in on_ray)
+    assert "the same on Ray" in out and "per learner core at 32 actors" in out
+    assert ray_chaos.killed_actors == 16 and ray_chaos.duplicates == 0 and ray_chaos.back_s == ray_chaos.back_s
+    assert ray_chaos.produced == ray_chaos.learned + ray_chaos.dropped + ray_chaos.pending
+    assert "chaos on Ray: 32 actors on 2 hosts" in out
 
 
 def test_the_cache_benchmark_counts_what_the_learner_sends_in_each_layout_and_routes_around_a_killed_cell(capsys):

@@ -203,7 +203,7 @@ def test_training_off_linux_is_refused_with_the_reasons(tmp_path, capsys, monkey
 
 # Ray's own modules import it at their top: only the ray launcher and `tune --on ray` import them, after `require`
 RAY_MODULES = {"menger/params/ray.py", "menger/params/caches.py", "menger/transport/ray.py", "menger/inference/ray.py",
-               "menger/launch/ray.py"}
+               "menger/launch/ray.py", "menger/launch/emulated_ray.py"}
 
 
 def test_no_module_imports_an_optional_package_when_it_is_imported():

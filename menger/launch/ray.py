@@ -14,7 +14,8 @@ started with no dashboard, and shut down at the end. If Ray is already initialis
 notebook), that session is used and left running. The local instance keeps Ray's token authentication (Ray's
 default; Menger says so in its own log line instead of Ray's warning, which suggests turning it off), starts
 no idle workers ahead of need, and runs its actors at the learner's priority (not Ray's nice 15). Only this
-module, `menger.transport.ray`, `menger.params.ray`, `menger.params.caches` and `menger.inference.ray` import Ray.
+module, `menger.launch.emulated_ray`, `menger.transport.ray`, `menger.params.ray`, `menger.params.caches` and
+`menger.inference.ray` import Ray.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import math
 import os
 
 import ray
+from ray.exceptions import RayError
 
 from menger.core import InferenceBackend
 from menger.inference import LocalInference
@@ -152,6 +154,13 @@ class RayLauncher:
         if remote is None:
             remote = self._remote_classes[target] = ray.remote(target)
         return remote.options(**self.actor_options).remote(**kwargs)
+
+    def kill_actor(self, actor) -> None:
+        """End an actor this launcher started (the handle's `kill`); one that is gone already is left alone."""
+        try:
+            ray.kill(actor, no_restart=True)
+        except RayError:
+            pass
 
     def cluster_cpus(self) -> float:
         """The CPUs of the cluster's live nodes now (an elastic run's `ClusterWatcher` reads them)."""

@@ -26,6 +26,7 @@ import logging
 import time
 import traceback
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import ray
@@ -96,12 +97,16 @@ class RayActorHandle:
     started_at: float
     dead: bool = False
     exitcode: int | None = None
+    stop: Callable[[object], None] | None = None  # how to end it (the launcher's `kill_actor`); None: ray.kill
 
     def is_alive(self) -> bool:
         return not self.dead
 
     def kill(self) -> None:
         self.dead = True
+        if self.stop is not None:
+            self.stop(self.actor)
+            return
         try:
             ray.kill(self.actor, no_restart=True)
         except RayError:
@@ -142,6 +147,7 @@ class RayTransport:
         self.caches = ParameterCaches(cache_fanout)
         self.central = False  # set when an actor of central inference starts: no cache needs the parameters
         self.actors: dict[int, ActorState] = {}
+        self.ended: set[int] = set()  # actors a failed call showed dead (`closed`)
         self.in_flight: dict[object, InFlight] = {}
         self.snapshots: dict[object, int] = {}
         self.chunks: RayChunks | None = None  # the replay's chunks, once a replay coordinator asks for them
@@ -155,7 +161,7 @@ class RayTransport:
             self.chunks.forget_nodes_except(set(caches))
         actor = self.launcher.start_actor(RemoteActor, dict(actor_kwargs=actor_kwargs, spec=self.spec, caches=caches))
         now = time.time()
-        handle = RayActorHandle(actor, started_at=now)
+        handle = RayActorHandle(actor, started_at=now, stop=getattr(self.launcher, "kill_actor", None))
         self.actors[actor_id] = ActorState(handle, last_progress=now + self.startup_grace_s,
                                            node_ref=actor.where.remote())
         return handle
@@ -185,12 +191,14 @@ class RayTransport:
         return time.time() - state.last_progress
 
     def silent(self, seconds: float) -> list[int]:
-        """The actors silent for more than `seconds` (`silent_for`)."""
-        return [actor_id for actor_id in self.actors if self.silent_for(actor_id) > seconds]
+        """The actors silent for more than `seconds` (`silent_for`): one comparison per actor, every tick."""
+        since = time.time() - seconds
+        return [actor_id for actor_id, state in self.actors.items() if state.calls and state.last_progress < since]
 
     def closed(self) -> list[int]:
-        """None: on Ray a dead actor's calls fail, and that failure is its death notice."""
-        return []
+        """The actors a failed call showed dead (their process or node died, or their code raised), until they are
+        released: the supervisor asks them at its next tick instead of in its rotation."""
+        return list(self.ended)
 
     def frames_in_flight(self, actor_id: int) -> int:
         """At most one unroll was being written (Ray keeps no per-step counter): count it as lost."""
@@ -199,6 +207,7 @@ class RayTransport:
 
     def release(self, actor_id: int) -> None:
         """Forget a lost incarnation: its refs in flight are dropped and the Ray actor is killed."""
+        self.ended.discard(actor_id)
         state = self.actors.pop(actor_id, None)
         if state is None:
             return
@@ -269,6 +278,7 @@ class RayTransport:
         state = self.actors.get(actor_id)
         if state is not None and not state.handle.dead:
             state.handle.dead = True
+            self.ended.add(actor_id)
             if isinstance(exc, RayTaskError) and not isinstance(exc, RayActorError):
                 state.handle.kill()  # its code raised: end it, like a local actor that dies of an exception
             state.handle.exitcode = 1
