@@ -93,7 +93,7 @@ class EmulatedLauncher(LocalLauncher):
     def start_actor(self, target, kwargs: dict) -> "EmulatedHandle":
         """`target` (the real actor's entry point) is not run: the actor's host runs a virtual one on its pipe."""
         port, actor_id = kwargs["port"], kwargs["actor_id"]
-        host = self._live_host(self.host_of(actor_id))
+        host = self._live_host(self.host_of(actor_id), starting=port.conn)
         self.status[actor_id] = port.my_generation  # running from now on, as a started process is
         message = pickle.dumps(("start", actor_id, kwargs["incarnation"], port.my_generation))
         try:
@@ -110,21 +110,27 @@ class EmulatedLauncher(LocalLauncher):
             os.kill(process.pid, signal.SIGKILL)
             process.join(5.0)
 
-    def _live_host(self, host: int) -> int:
+    def _live_host(self, host: int, starting=None) -> int:
         process = self.host_processes[host]
         if process is None or not process.is_alive():
-            self._start_host(host)
+            self._start_host(host, starting)
         return host
 
-    def _start_host(self, host: int) -> None:
+    def _start_host(self, host: int, starting=None) -> None:
+        """A new host process. The fork copies every pipe end and control socket the learner holds, and the actor
+        end of the actor being started (`starting`): the host closes those copies first, or an actor end it still
+        held would keep the learner from seeing that actor's pipe close when the actor dies (found only by the
+        supervisor's rotation, seconds later in a large fleet)."""
         if self.controls[host] is not None:
             self.controls[host].close()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         for actor_id in self.actors_of(host):  # a new machine: nothing of the old one runs
             if self.status[actor_id]:
                 self.status[actor_id], self.exitcodes[actor_id] = 0, KILLED
+        copies = [ours, *[control for other, control in enumerate(self.controls) if control and other != host],
+                  *self.transport.conns.values(), *([starting] if starting else [])]
         host_loop = EmulatedHost(self.transport, self.status, self.exitcodes, theirs, self.frames_per_s,
-                                 parent_pid=os.getpid(), close_first=[ours])
+                                 parent_pid=os.getpid(), close_first=copies)
         process = self.context.Process(target=host_loop.run, daemon=True, name=f"menger-emulated-host-{host}")
         with FORK_GATE.forking():
             process.start()
