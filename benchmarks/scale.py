@@ -45,12 +45,14 @@ The learner's loop on Ray (`--ray-actors`): the same fleets with the Ray launche
 an unroll call per grant, refs in flight, a cache per node read before each unroll), the virtual actors in
 `--hosts` async Ray actors (`menger.launch.emulated_ray`), printed as the same table.
 
-Chaos (`--chaos-actors` on `--chaos-hosts` hosts): one host is SIGKILLed mid-run (on Ray too, with `--ray-chaos`:
-its Ray actor killed); its actors come back on a new host as new incarnations. Printed: the seconds until every one of them delivered again, frames lost by reason,
-duplicates (0), and the ledger: produced = learned + dropped + pending.
+Chaos (`--chaos-actors` on `--chaos-hosts` hosts): one host is SIGKILLed mid-run (on Ray too, with
+`--ray-chaos`: its Ray actor killed); its actors come back on a new host as new incarnations. Printed: the
+seconds until every one of them delivered again, frames lost by reason, duplicates (0), and the ledger:
+produced = learned + dropped + pending.
 
-    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--ray-actors 16 256 1024] [--writers 16 256 2048] [--shards 1 4 16]
-                               [--data-plane shm ray] [--cache-hosts 8 64 256] [--hosts 8] [--seconds 8] [--out DIR]
+    python benchmarks/scale.py [--actors 16 64 256 1024 4096] [--ray-actors 16 256 1024] [--writers 16 256 2048]
+                               [--shards 1 4 16] [--data-plane shm ray] [--cache-hosts 8 64 256] [--hosts 8]
+                               [--seconds 8] [--out DIR]
 
 Writes DIR/scale.csv, DIR/scale.png (accepted unrolls/s and CPU per unroll against N) and DIR/caches.png (the
 learner's egress per version against hosts for the three cache layouts), and prints the tables
@@ -246,7 +248,8 @@ def emulated_launcher(rt, hosts: int, frames_per_s: float, on_ray: bool):
 
 def measure(actors: int, hosts: int, offered: float, batch: int, settle_s: float, seconds: float,
             out: Path, on_ray: bool = False) -> Point:
-    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}", f"runtime.coordination.batch_unrolls={batch}",
+    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}",
+                                      f"runtime.coordination.batch_unrolls={batch}",
                                       f"runtime.launcher={'ray' if on_ray else 'processes'}"])
     rt = config.runtime
     frames = rt.unroll_length * rt.envs_per_actor
@@ -560,8 +563,9 @@ class Killer(Observer):
 
 
 def chaos(actors: int, hosts: int, offered: float, batch: int, out: Path, on_ray: bool = False) -> Chaos:
-    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}", f"runtime.coordination.batch_unrolls={batch}",
-                                      "stop.wall_clock_s=120", f"runtime.launcher={'ray' if on_ray else 'processes'}"])
+    config = load_experiment(PRESET, [*SHARED, f"runtime.actors={actors}",
+                                      f"runtime.coordination.batch_unrolls={batch}", "stop.wall_clock_s=120",
+                                      f"runtime.launcher={'ray' if on_ray else 'processes'}"])
     rt = config.runtime
     frames = rt.unroll_length * rt.envs_per_actor
     launcher = emulated_launcher(rt, hosts, offered * frames / actors, on_ray)
@@ -665,8 +669,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def print_chaos(result: Chaos, where: str = "") -> None:
-    print(f"chaos{where}: {result.actors} actors on {result.hosts} hosts, host 0 ({result.killed_actors} actors) killed: "
-          f"all back in {result.back_s:.2f} s; frames lost by reason {result.lost_frames}; duplicates "
+    print(f"chaos{where}: {result.actors} actors on {result.hosts} hosts, host 0 ({result.killed_actors} actors) "
+          f"killed: all back in {result.back_s:.2f} s; frames lost by reason {result.lost_frames}; duplicates "
           f"{result.duplicates}; produced {result.produced} = learned {result.learned} + dropped {result.dropped} "
           f"+ pending {result.pending}: {result.produced == result.learned + result.dropped + result.pending}")
 

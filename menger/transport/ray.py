@@ -23,6 +23,7 @@ returns nothing for `heartbeat_timeout_s` counts as stalled. Every `ray.get` and
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -39,6 +40,39 @@ from menger.params.ray import GET_TIMEOUT_S, CachedParameters, RayParameterServe
 from menger.transport.shm import UnrollBuffers, UnrollSpec, check_saved_chunks, is_observation
 
 log = logging.getLogger("menger.transport.ray")
+
+NODE_LOOK_S = 2.0  # how often the learner asks Ray which nodes live (`NodeWatch`, read by `RayTransport.closed`)
+
+
+class NodeWatch:
+    """The ids of the cluster's live nodes, asked of Ray every `every_s` in a thread of its own (one call takes
+    milliseconds: too long for the supervisor's tick, which reads `alive` and `looks`, the count of answers)."""
+
+    def __init__(self, every_s: float):
+        self.every_s = every_s
+        self.alive: set[str] = set()
+        self.looks = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="menger-ray-nodes", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
+                self.looks += 1
+            except Exception as exc:  # noqa: BLE001 - the state service is briefly away (or Ray shut down): next look
+                log.debug("no look at the cluster's nodes: %s", exc)
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
 
 
 class RayPort:
@@ -147,7 +181,10 @@ class RayTransport:
         self.caches = ParameterCaches(cache_fanout)
         self.central = False  # set when an actor of central inference starts: no cache needs the parameters
         self.actors: dict[int, ActorState] = {}
-        self.ended: set[int] = set()  # actors a failed call showed dead (`closed`)
+        self.ended: set[int] = set()  # actors a failed call, or their node's death, showed dead (`closed`)
+        self.busy_since = np.full(num_actors, np.inf)  # since when each has worked on calls without returning one
+        self.nodes = NodeWatch(NODE_LOOK_S)
+        self.nodes_seen = 0  # the NodeWatch look last compared with the actors' nodes
         self.in_flight: dict[object, InFlight] = {}
         self.snapshots: dict[object, int] = {}
         self.chunks: RayChunks | None = None  # the replay's chunks, once a replay coordinator asks for them
@@ -164,6 +201,7 @@ class RayTransport:
         handle = RayActorHandle(actor, started_at=now, stop=getattr(self.launcher, "kill_actor", None))
         self.actors[actor_id] = ActorState(handle, last_progress=now + self.startup_grace_s,
                                            node_ref=actor.where.remote())
+        self._watch(actor_id)
         return handle
 
     def grant(self, actor_id: int, slot: int) -> bool:
@@ -176,7 +214,13 @@ class RayTransport:
             state.last_progress = max(state.last_progress, time.time())  # idle until now: not silent
         self.in_flight[meta_ref] = InFlight(actor_id, slot, fields_ref, obs_ref, time.time())
         state.calls.append(meta_ref)
+        self._watch(actor_id)
         return True
+
+    def _watch(self, actor_id: int) -> None:
+        """`busy_since` of the actor after its calls or progress changed (inf: idle, or gone)."""
+        state = self.actors.get(actor_id)
+        self.busy_since[actor_id] = state.last_progress if state is not None and state.calls else np.inf
 
     def request_snapshot(self, actor_id: int) -> None:
         state = self.actors.get(actor_id)
@@ -191,14 +235,40 @@ class RayTransport:
         return time.time() - state.last_progress
 
     def silent(self, seconds: float) -> list[int]:
-        """The actors silent for more than `seconds` (`silent_for`): one comparison per actor, every tick."""
-        since = time.time() - seconds
-        return [actor_id for actor_id, state in self.actors.items() if state.calls and state.last_progress < since]
+        """The actors silent for more than `seconds` (`silent_for`), in one vectorised look."""
+        return np.flatnonzero(self.busy_since < time.time() - seconds).tolist()
 
     def closed(self) -> list[int]:
-        """The actors a failed call showed dead (their process or node died, or their code raised), until they are
-        released: the supervisor asks them at its next tick instead of in its rotation."""
+        """The actors a failed call showed dead (their process or node died, or their code raised), and those on a
+        node Ray reports dead (`NodeWatch`, every `NODE_LOOK_S`), until they are released: the supervisor asks
+        them at its next tick. An actor with no call in flight (its slots all wait to be learned) shows no
+        failure, so its node's death is what tells of it."""
+        self.nodes.start()
+        if self.nodes.looks != self.nodes_seen:
+            self.nodes_seen = self.nodes.looks
+            self._look_at_nodes(self.nodes.alive)
         return list(self.ended)
+
+    def _look_at_nodes(self, alive: set[str]) -> None:
+        unplaced = {actor_id: state for actor_id, state in self.actors.items() if state.node is None}
+        if unplaced:  # where() answered since the last look: each actor's node, learned once
+            refs = [state.node_ref for state in unplaced.values()]
+            ready = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0])
+            for actor_id, state in unplaced.items():
+                if state.node_ref in ready:
+                    try:
+                        state.node = ray.get(state.node_ref, timeout=GET_TIMEOUT_S)
+                    except (RayError, GetTimeoutError):
+                        self._dead(actor_id, state)  # it died before it could answer
+        for actor_id, state in self.actors.items():
+            if state.node is not None and state.node not in alive and not state.handle.dead:
+                log.warning("actor %d: its node %s is gone", actor_id, state.node[:12])
+                self._dead(actor_id, state)
+
+    def _dead(self, actor_id: int, state: ActorState) -> None:
+        if not state.handle.dead:
+            state.handle.dead, state.handle.exitcode = True, 1
+            self.ended.add(actor_id)
 
     def frames_in_flight(self, actor_id: int) -> int:
         """At most one unroll was being written (Ray keeps no per-step counter): count it as lost."""
@@ -209,6 +279,7 @@ class RayTransport:
         """Forget a lost incarnation: its refs in flight are dropped and the Ray actor is killed."""
         self.ended.discard(actor_id)
         state = self.actors.pop(actor_id, None)
+        self.busy_since[actor_id] = np.inf
         if state is None:
             return
         for ref in state.calls:
@@ -247,6 +318,7 @@ class RayTransport:
         state = self.actors.get(call.actor_id)
         if state is not None and meta_ref in state.calls:
             state.calls.remove(meta_ref)
+            self._watch(call.actor_id)
         try:
             meta, fields = ray.get([meta_ref, call.fields_ref], timeout=GET_TIMEOUT_S)
             if self.chunks is None:
@@ -264,6 +336,7 @@ class RayTransport:
             self.chunks.write(call.slot, call.actor_id, state.node, call.obs_ref)
         if state is not None:
             state.last_progress = time.time()
+            self._watch(call.actor_id)
         return [(call.actor_id, ("unroll", call.slot, meta))]
 
     def _snapshot_message(self, ref) -> list[tuple[int, tuple]]:
@@ -322,6 +395,7 @@ class RayTransport:
                 "params/caches": len(stats)}
 
     def shutdown(self, handles: list) -> None:
+        self.nodes.stop()
         self.caches.stats(wait_s=2.0)
         self.final_metrics = self.metrics(wait_s=2.0)
         for actor_id in list(self.actors):

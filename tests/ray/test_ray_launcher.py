@@ -331,3 +331,48 @@ def test_impala_on_ray_acts_as_close_to_the_learner_as_on_processes(cluster, tmp
         lag[launcher] = result.final_metrics["learner/policy_lag_mean"]
     print(f"policy lag mean: {lag}")
     assert lag["ray"] <= max(1.5, lag["processes"] + 0.5), lag
+
+
+def test_idle_actors_on_a_node_ray_reports_dead_are_closed_and_silence_counts_only_calls():
+    """An actor with no call in flight shows no failure when its node dies: the transport's look at the live nodes
+    (`NodeWatch`, every NODE_LOOK_S) tells the supervisor of it. And only an actor working on a call can be silent."""
+    import time
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from menger.transport import ray as ray_transport
+
+    transport = ray_transport.RayTransport.__new__(ray_transport.RayTransport)  # its bookkeeping only: no Ray
+    transport.actors, transport.ended, transport.in_flight, transport.snapshots = {}, set(), {}, {}
+    transport.busy_since, transport.nodes_seen = np.full(3, np.inf), 0
+    transport.nodes = SimpleNamespace(alive={"n1"}, looks=1, start=lambda: None)  # n2 is gone
+    for actor_id, node in enumerate(["n1", "n2", "n2"]):
+        handle = ray_transport.RayActorHandle(object(), started_at=0.0, stop=lambda actor: None)
+        transport.actors[actor_id] = ray_transport.ActorState(handle, last_progress=time.time() - 60, node=node)
+    transport.actors[2].calls.append("a call in flight")
+    transport._watch(2)
+    assert transport.silent(30.0) == [2]  # 0 and 1 are idle: not silent, however long ago they returned
+    assert sorted(transport.closed()) == [1, 2]
+    assert [transport.actors[a].handle.is_alive() for a in range(3)] == [True, False, False]
+    transport.nodes.alive = set()  # n1 is gone too, but the watch has not looked again: nothing new
+    assert sorted(transport.closed()) == [1, 2]
+    transport.nodes.looks = 2
+    assert sorted(transport.closed()) == [0, 1, 2]
+    transport.release(1)
+    assert sorted(transport.closed()) == [0, 2] and transport.busy_since[1] == np.inf
+
+
+def test_the_node_watch_asks_ray_in_its_own_thread_and_stops(cluster):
+    import time
+
+    from menger.transport.ray import NodeWatch
+
+    watch = NodeWatch(every_s=0.05)
+    watch.start()
+    wait_until(lambda: watch.looks >= 2, 30, "two looks at the nodes")
+    assert len(watch.alive) == 3  # the simulated cluster: a head and two workers
+    watch.stop()
+    looks = watch.looks
+    time.sleep(0.2)
+    assert watch.looks == looks and not watch._thread.is_alive()
