@@ -37,7 +37,8 @@ its caches are rerouted to the tier above at the driver's next look (every secon
 interval), and until then their actors' reads wait at most PUSH_WAIT_S, find the cell dead and take the
 learner's offer.
 
-    python benchmarks/cache_tree.py [--hosts 8 64 256] [--fanout 4] [--seconds 12] [--chaos-hosts 64] [--plot PNG]
+    python benchmarks/cache_tree.py [--hosts 8 64 256] [--fanout 4] [--seconds 12] [--chaos-hosts 64]
+                                    [--chaos-actors-per-host N] [--plot PNG]
 """
 from __future__ import annotations
 
@@ -152,7 +153,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else float("nan")
 
 
-def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False) -> Layout:
+def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False,
+            actors_per_host: int | None = None) -> Layout:
+    per_host = actors_per_host or args.actors_per_host
     names = [f"host-{i}" for i in range(hosts)]
     tree_fanout = fanout if layout == "tree" else 0
     caches = EmulatedCaches(tree_fanout, names)
@@ -185,7 +188,7 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
     msgs, first = 0, len(publishes)
     began = time.time() + 1.0
     until = began + args.seconds
-    runs = [p.run.remote(args.actors_per_host, args.unroll_s, until, layout == "flat", seed)
+    runs = [p.run.remote(per_host, args.unroll_s, until, layout == "flat", seed)
             for seed, p in enumerate(processes)]
     killed_at, looked = None, time.time()
     while time.time() < until:
@@ -239,7 +242,7 @@ def measure(layout: str, hosts: int, fanout: int, args, kill_cell: bool = False)
             reach += [t - publishes[v] for t in times]
             every.append(max(times) - publishes[v])
     versions = len(publishes) - first  # published in the window
-    return Layout(layout, hosts, hosts * args.actors_per_host, len(caches.cell_of) if layout == "tree" else 0,
+    return Layout(layout, hosts, hosts * per_host, len(caches.cell_of) if layout == "tree" else 0,
                   versions, learner_fetches / versions, learner_bytes / versions / 1e6, msgs / versions,
                   percentile(reach, 50), percentile(reach, 99), max(every, default=float("nan")),
                   percentile(lags, 50), percentile(lags, 99),
@@ -300,6 +303,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--param-mb", type=float, default=1.0, help="MB of one version's parameters")
     parser.add_argument("--seconds", type=float, default=12.0, help="the measured window of each point")
     parser.add_argument("--chaos-hosts", type=int, default=64, help="0: no chaos run")
+    parser.add_argument("--chaos-actors-per-host", type=int, default=None,
+                        help="actors per host of the chaos run (default: --actors-per-host)")
     parser.add_argument("--plot", default=None, help="write the egress and reach plot here (PNG)")
     return parser.parse_args(argv)
 
@@ -318,7 +323,8 @@ def run(args) -> tuple[list[Layout], Layout | None]:
                 points.append(measure(layout, hosts, args.fanout, args))
                 print(f"  {layout} at {hosts} hosts: {points[-1].sends_per_version:.1f} sends/version, "
                       f"load {points[-1].load_1min:.1f}", flush=True)
-        chaos = measure("tree", args.chaos_hosts, args.fanout, args, kill_cell=True) if args.chaos_hosts else None
+        chaos = measure("tree", args.chaos_hosts, args.fanout, args, kill_cell=True,
+                        actors_per_host=args.chaos_actors_per_host) if args.chaos_hosts else None
     finally:
         if started:
             ray.shutdown()
@@ -339,7 +345,7 @@ def report(points: list[Layout], chaos: Layout | None, args) -> str:
                          f"{p.late} reads waited out PUSH_WAIT_S = {PUSH_WAIT_S:g} s for a push, {p.pulls} pulls "
                          f"from the cache above, {p.fallbacks} fell back to the learner's offer")
     if chaos is not None:
-        lines.append(f"chaos: tree at {chaos.hosts} hosts, one cell process killed mid-window: "
+        lines.append(f"chaos: tree at {chaos.hosts} hosts ({chaos.actors} actors), one cell process killed mid-window: "
                      f"{chaos.rerouted} caches rerouted to the tier above, {chaos.late} reads waited out "
                      f"PUSH_WAIT_S = {PUSH_WAIT_S:g} s, {chaos.pulls} pulls from the cache above, "
                      f"{chaos.fallbacks} fell back to the learner's offer; lag p99 {chaos.lag_p99:.0f}, max "

@@ -60,7 +60,8 @@ with the load.
 
 The parameter caches on Ray (`--cache-hosts`, `benchmarks/cache_tree.py`): flat, one cache per host, and the tree
 of cells, at 8, 64 and 256 emulated hosts: the learner's egress and sends per version, the time for a version to
-reach every host, the version lag at unroll start; and a killed cell in the tree at 64 hosts.
+reach every host, the version lag at unroll start; and a killed cell in the tree over the chaos fleet
+(`--chaos-actors` on `--chaos-hosts` hosts: 1,024 actors on 8).
 """
 from __future__ import annotations
 
@@ -716,9 +717,11 @@ def main(argv=None) -> tuple[list[Point], list[ReplayPoint], Chaos | None, list,
     caches, cache_chaos = [], None
     if args.cache_hosts:
         cache_tree = sibling("cache_tree")
+        chaos_hosts = args.chaos_hosts if args.chaos_actors else 0  # the chaos fleet: 1,024 actors on 8 hosts
         cache_args = cache_tree.parse_args(["--hosts", *map(str, args.cache_hosts), "--seconds",
-                                            str(args.cache_seconds), "--chaos-hosts",
-                                            str(min(64, max(args.cache_hosts)))])
+                                            str(args.cache_seconds), "--chaos-hosts", str(chaos_hosts),
+                                            "--chaos-actors-per-host", str(max(1, args.chaos_actors // chaos_hosts)
+                                                                           if chaos_hosts else 1)])
         caches, cache_chaos = cache_tree.run(cache_args)
         print()
         print(cache_tree.report(caches, cache_chaos, cache_args))

@@ -10,11 +10,14 @@ real actor does (the cache counts the read and fetches the version), and its "en
 `frames_per_s` seconds). Its data is a template of one unroll made once per host (`fill_template`), returned by
 every call, so the learner copies real arrays out of Ray's object store.
 
-    learner (Trainer, RayTransport, unchanged)             emulated host h (one async Ray actor, K virtual actors)
-    launcher.start_actor(a)      --start(a, incarnation)-->   a joins (an older incarnation of a is ended)
-    grant: a.unroll.remote(v, [ref]) --unroll(a, inc, v, ..)-->  a, in call order: read the node cache, sleep, reply
-    handle.kill()                --kill(a, incarnation)-->    a's calls in flight fail, as a killed actor's do
-    launcher.kill_host(h)        ray.kill(host h): all its actors' calls fail at once; their next start makes a new host
+    learner (Trainer, RayTransport, unchanged)       emulated host h (one async Ray actor, K virtual actors)
+    launcher.start_actor(a)  --start(a, inc)-->         a joins (an older incarnation of a is ended)
+    grant: a.unroll.remote(v, [ref])
+                             --unroll(a, inc, n, v, ..)-->  a's n-th call, after its n - 1 before (an async
+                                                        actor starts calls in any order): read the node cache,
+                                                        sleep T x B / frames_per_s, reply (meta, fields, obs)
+    handle.kill()            --kill(a, inc)-->          a's calls in flight fail, as a killed actor's do
+    launcher.kill_host(h)    ray.kill(host h): all its actors' calls fail at once; their next start makes a new host
 
 Actors are spread over hosts in blocks (actors 0..K-1 on host 0, ...), as in `menger.launch.emulated`.
 """

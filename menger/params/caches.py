@@ -188,8 +188,7 @@ class ParameterCache:
         return {"fetches": sum(self.fetches.values()), "fetches_from_learner": self.fetches["learner"],
                 "bytes": sum(self.bytes_fetched.values()), "bytes_from_learner": self.bytes_fetched["learner"],
                 "reads": self.reads, "late": self.late, "pulls": self.pulls, "fallbacks": self.fallbacks,
-                "sends": self.sends,
-                "version": self.version}
+                "sends": self.sends, "version": self.version}
 
 
 async def _get(ref):

@@ -254,16 +254,26 @@ class RayTransport:
         if unplaced:  # where() answered since the last look: each actor's node, learned once
             refs = [state.node_ref for state in unplaced.values()]
             ready = set(ray.wait(refs, num_returns=len(refs), timeout=0)[0])
-            for actor_id, state in unplaced.items():
-                if state.node_ref in ready:
-                    try:
-                        state.node = ray.get(state.node_ref, timeout=GET_TIMEOUT_S)
-                    except (RayError, GetTimeoutError):
-                        self._dead(actor_id, state)  # it died before it could answer
+            answered = [(actor_id, state) for actor_id, state in unplaced.items() if state.node_ref in ready]
+            try:
+                nodes = ray.get([state.node_ref for _, state in answered], timeout=GET_TIMEOUT_S)
+            except (RayError, GetTimeoutError):  # one of them died before it could answer: each on its own
+                nodes = [self._node_of(state) for _, state in answered]
+            for (actor_id, state), node in zip(answered, nodes):
+                state.node = node
+                if node is None:
+                    self._dead(actor_id, state)
         for actor_id, state in self.actors.items():
             if state.node is not None and state.node not in alive and not state.handle.dead:
                 log.warning("actor %d: its node %s is gone", actor_id, state.node[:12])
                 self._dead(actor_id, state)
+
+    @staticmethod
+    def _node_of(state: ActorState) -> str | None:
+        try:
+            return ray.get(state.node_ref, timeout=GET_TIMEOUT_S)
+        except (RayError, GetTimeoutError):
+            return None
 
     def _dead(self, actor_id: int, state: ActorState) -> None:
         if not state.handle.dead:

@@ -363,10 +363,20 @@ def test_idle_actors_on_a_node_ray_reports_dead_are_closed_and_silence_counts_on
     assert sorted(transport.closed()) == [0, 2] and transport.busy_since[1] == np.inf
 
 
-def test_the_node_watch_asks_ray_in_its_own_thread_and_stops(cluster):
+def test_the_node_watch_asks_ray_in_its_own_thread_and_stops_and_actors_nodes_are_learned_from_where(cluster):
     import time
+    from types import SimpleNamespace
 
+    from menger.transport import ray as ray_transport
     from menger.transport.ray import NodeWatch
+
+    transport = ray_transport.RayTransport.__new__(ray_transport.RayTransport)  # its bookkeeping only
+    transport.actors, transport.ended, transport.nodes_seen = {}, set(), 0
+    transport.nodes = SimpleNamespace(alive={"n1"}, looks=1, start=lambda: None)
+    for actor_id, node in enumerate(["n1", "n2"]):  # where() answered, as an object the learner has not fetched
+        handle = ray_transport.RayActorHandle(object(), started_at=0.0, stop=lambda actor: None)
+        transport.actors[actor_id] = ray_transport.ActorState(handle, last_progress=0.0, node_ref=ray.put(node))
+    assert transport.closed() == [1] and [transport.actors[a].node for a in (0, 1)] == ["n1", "n2"]
 
     watch = NodeWatch(every_s=0.05)
     watch.start()
