@@ -45,12 +45,13 @@ NODE_LOOK_S = 2.0  # how often the learner asks Ray which nodes live (`NodeWatch
 
 
 class NodeWatch:
-    """The ids of the cluster's live nodes, asked of Ray every `every_s` in a thread of its own (one call takes
-    milliseconds: too long for the supervisor's tick, which reads `alive` and `looks`, the count of answers)."""
+    """The ids of the nodes Ray reports dead, asked of Ray every `every_s` in a thread of its own (one call takes
+    milliseconds: too long for the supervisor's tick, which reads `dead` and `looks`, the count of answers). Only a
+    node Ray names dead counts: one that joined since the last look is not in its answer, and is not dead."""
 
     def __init__(self, every_s: float):
         self.every_s = every_s
-        self.alive: set[str] = set()
+        self.dead: set[str] = set()
         self.looks = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -61,9 +62,9 @@ class NodeWatch:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and ray.is_initialized():
             try:
-                self.alive = {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
+                self.dead = {node["NodeID"] for node in ray.nodes() if not node.get("Alive")}
                 self.looks += 1
             except Exception as exc:  # noqa: BLE001 - the state service is briefly away (or Ray shut down): next look
                 log.debug("no look at the cluster's nodes: %s", exc)
@@ -246,10 +247,10 @@ class RayTransport:
         self.nodes.start()
         if self.nodes.looks != self.nodes_seen:
             self.nodes_seen = self.nodes.looks
-            self._look_at_nodes(self.nodes.alive)
+            self._look_at_nodes(self.nodes.dead)
         return list(self.ended)
 
-    def _look_at_nodes(self, alive: set[str]) -> None:
+    def _look_at_nodes(self, dead: set[str]) -> None:
         unplaced = {actor_id: state for actor_id, state in self.actors.items() if state.node is None}
         if unplaced:  # where() answered since the last look: each actor's node, learned once
             refs = [state.node_ref for state in unplaced.values()]
@@ -264,7 +265,7 @@ class RayTransport:
                 if node is None:
                     self._dead(actor_id, state)
         for actor_id, state in self.actors.items():
-            if state.node is not None and state.node not in alive and not state.handle.dead:
+            if state.node in dead and not state.handle.dead:
                 log.warning("actor %d: its node %s is gone", actor_id, state.node[:12])
                 self._dead(actor_id, state)
 
