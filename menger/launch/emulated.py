@@ -47,7 +47,30 @@ BEAT_S = 0.1  # at most this long between a host's heartbeat writes (one vectori
 KILLED = -9
 
 
-class EmulatedLauncher(LocalLauncher):
+class VirtualFleet:
+    """What every emulated fleet shares: its settings checked, and actors spread over `hosts` in blocks (actors
+    0..K-1 on host 0, ...), as real machines hold them."""
+
+    runtime: Any
+
+    def _fleet(self, runtime, hosts: int, frames_per_s: float) -> None:
+        if not 1 <= hosts <= runtime.actors:
+            raise ConfigError(f"emulated hosts: give 1 to runtime.actors={runtime.actors}, not {hosts}")
+        if frames_per_s <= 0:
+            raise ConfigError(f"emulated frames_per_s must be > 0, not {frames_per_s}")
+        if runtime.inference.mode != "local":
+            raise ConfigError("emulated actors compute no actions: use runtime.inference.mode=local")
+        self.hosts, self.frames_per_s = hosts, frames_per_s
+
+    def host_of(self, actor_id: int) -> int:
+        return actor_id * self.hosts // self.runtime.actors
+
+    def actors_of(self, host: int) -> range:
+        n, h = self.runtime.actors, self.hosts
+        return range(-(-host * n // h), -(-(host + 1) * n // h))
+
+
+class EmulatedLauncher(VirtualFleet, LocalLauncher):
     """`hosts` processes running `runtime.actors` virtual actors between them, each making `frames_per_s` env
     frames per second. Local inference only (a virtual actor computes nothing)."""
 
@@ -57,13 +80,7 @@ class EmulatedLauncher(LocalLauncher):
     def __init__(self, runtime, hosts: int = 1, frames_per_s: float = 10_000.0):
         super().__init__(runtime)
         self.context = mp.get_context("fork")
-        if not 1 <= hosts <= runtime.actors:
-            raise ConfigError(f"emulated hosts: give 1 to runtime.actors={runtime.actors}, not {hosts}")
-        if frames_per_s <= 0:
-            raise ConfigError(f"emulated frames_per_s must be > 0, not {frames_per_s}")
-        if runtime.inference.mode != "local":
-            raise ConfigError("emulated actors compute no actions: use runtime.inference.mode=local")
-        self.hosts, self.frames_per_s = hosts, frames_per_s
+        self._fleet(runtime, hosts, frames_per_s)
         self.status = torch.zeros(runtime.actors, dtype=torch.int64).share_memory_()  # generation running, 0: none
         self.exitcodes = torch.zeros(runtime.actors, dtype=torch.int64).share_memory_()
         self.transport: Any = None  # LocalTransport, made by make_transport
@@ -82,13 +99,6 @@ class EmulatedLauncher(LocalLauncher):
 
     def start_inference(self, policy, transport, device):
         return LocalInference()
-
-    def host_of(self, actor_id: int) -> int:
-        return actor_id * self.hosts // self.runtime.actors
-
-    def actors_of(self, host: int) -> range:
-        n, h = self.runtime.actors, self.hosts
-        return range(-(-host * n // h), -(-(host + 1) * n // h))
 
     def start_actor(self, target, kwargs: dict) -> "EmulatedHandle":
         """`target` (the real actor's entry point) is not run: the actor's host runs a virtual one on its pipe."""

@@ -33,9 +33,8 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayError
 
-from menger.config import ConfigError
 from menger.core import UnrollMeta
-from menger.launch.emulated import fill_template
+from menger.launch.emulated import VirtualFleet, fill_template
 from menger.launch.ray import RayLauncher
 from menger.params.caches import GET_TIMEOUT_S, NODE_KEY
 from menger.transport.shm import UnrollBuffers, is_observation
@@ -157,7 +156,7 @@ class VirtualActorRef:
         self.where = _Call(host.where, ())
 
 
-class EmulatedRayLauncher(RayLauncher):
+class EmulatedRayLauncher(VirtualFleet, RayLauncher):
     """`runtime.actors` virtual actors in `hosts` async Ray actors (num_cpus=0), each making `frames_per_s` env
     frames per second. Local inference only (a virtual actor computes nothing)."""
 
@@ -165,13 +164,7 @@ class EmulatedRayLauncher(RayLauncher):
 
     def __init__(self, runtime, hosts: int = 1, frames_per_s: float = 10_000.0):
         super().__init__(runtime)
-        if not 1 <= hosts <= runtime.actors:
-            raise ConfigError(f"emulated hosts: give 1 to runtime.actors={runtime.actors}, not {hosts}")
-        if frames_per_s <= 0:
-            raise ConfigError(f"emulated frames_per_s must be > 0, not {frames_per_s}")
-        if runtime.inference.mode != "local":
-            raise ConfigError("emulated actors compute no actions: use runtime.inference.mode=local")
-        self.hosts, self.frames_per_s = hosts, frames_per_s
+        self._fleet(runtime, hosts, frames_per_s)
         self.host_actors: list = [None] * hosts
         self.host_starts = 0  # host actors started, replacements included
         self.template: dict[str, np.ndarray] = {}
@@ -189,13 +182,6 @@ class EmulatedRayLauncher(RayLauncher):
             self._start_host(host, caches)
         ray.get([process.where.remote() for process in self.host_actors], timeout=GET_TIMEOUT_S)
         return transport
-
-    def host_of(self, actor_id: int) -> int:
-        return actor_id * self.hosts // self.runtime.actors
-
-    def actors_of(self, host: int) -> range:
-        n, h = self.runtime.actors, self.hosts
-        return range(-(-host * n // h), -(-(host + 1) * n // h))
 
     def start_actor(self, target, kwargs: dict) -> VirtualActorRef:
         """`target` (the real `RemoteActor`) is not made: the actor's host runs a virtual one."""
