@@ -109,3 +109,18 @@ def test_the_generic_r2d2_preset_remembers_the_bit_of_the_memory_task(tmp_path, 
     m = result.final_metrics
     assert result.reached_target, m
     assert m["eval/return_mean"] >= 0.95
+
+
+def test_the_generic_selfplay_preset_beats_a_random_player_at_tic_tac_toe(tmp_path, quiet):
+    """selfplay's generic preset defaults to Connect Four; here it meets Tic-Tac-Toe with its defaults untouched and
+    is judged against the random player (a random player scores 0.5 against it, both seats). Without the random
+    quarter of its opponents and generic PPO's 10 x 32 passes, it scored 0.49 to 0.79 at 300k frames."""
+    from menger.commands.match import env_factory, make_opponent, play_match
+
+    game = "pettingzoo.classic.tictactoe_v3:env"
+    run = tmp_path / "selfplay"
+    api.train("selfplay", overrides=[*quiet, "runtime.seed=1", f"env.id={game}", "env.multiagent.learn=[player_1]",
+                                     "stop.env_frames=60000", "checkpoint.interval_s=0"], run_dir=str(run))
+    result = play_match(env_factory(game), api.run_player(run), make_opponent("random", game, seed=1), games=200,
+                        seed=100000)
+    assert result.score >= 0.8, result
