@@ -106,6 +106,9 @@ class Entry:
     note: str = ""
     # an algorithm's own budget, e.g. its reference's where this machine affords it (a3c's 1M frames take ~35 s)
     algo_frames: Mapping[str, int] = field(default_factory=dict)
+    # episodes of the final evaluation where the periodic ones' are too few to read (a game's 200, both seats); 0:
+    # as many as the periodic evaluations
+    final_episodes: int = 0
 
     def budget(self, algo: str) -> int:
         """The frames `algo` (a preset's name or the algorithm an experiment file trains) gets on this env."""
@@ -131,7 +134,7 @@ class Suite:
 
 SUITE_KEYS = {"name", "description", "algos", "entries", "note", "evaluations", "sources"}
 ENTRY_KEYS = {"id", "action", "frames", "algo_frames", "imports", "env_set", "multiagent", "reference", "random",
-              "settings", "note"}
+              "settings", "note", "final_episodes"}
 REFERENCE_KEYS = {"value", "source", "algorithm", "frames", "env", "note"}
 RANDOM_KEYS = {"value", "source", "computed"}
 SETTINGS_KEYS = {"source", "set"}
@@ -233,6 +236,12 @@ def _entry(data, where: str, problems: list[str]) -> Entry | None:
         problems.append(f"{where}.algo_frames: a mapping of algorithm to its own frame budget, a whole number > 0 "
                         f"(a3c: 1000000), got {algo_frames!r}")
         algo_frames = {}
+    final_episodes = data.get("final_episodes", 0)
+    if "final_episodes" in data and (not isinstance(final_episodes, int) or isinstance(final_episodes, bool)
+                                     or final_episodes <= 0):
+        problems.append(f"{where}.final_episodes: episodes of the final evaluation, a whole number > 0 (200 for a "
+                        f"game), got {final_episodes!r}")
+        final_episodes = 0
     imports = data.get("imports", [])
     if not isinstance(imports, list) or not all(isinstance(name, str) and name for name in imports):
         problems.append(f"{where}.imports: a list of modules (or module:function) whose import registers the id")
@@ -256,7 +265,7 @@ def _entry(data, where: str, problems: list[str]) -> Entry | None:
         problems.append(f"{where}: no reference: say why in a note: (what was searched, what was not found)")
     return Entry(data["id"], str(data.get("action")), frames if isinstance(frames, int) else 0, tuple(imports),
                  dict(env_set), bool(data.get("multiagent", False)), references, random, settings,
-                 str(data.get("note", "")), dict(algo_frames))
+                 str(data.get("note", "")), dict(algo_frames), final_episodes)
 
 
 def validate_suite(data, origin: str = "suite") -> Suite:
@@ -330,6 +339,7 @@ class Cell:
     imports: tuple[str, ...] = ()
     eval_episodes: int = 10
     skip_reason: str = ""  # the algorithm cannot act in this env: recorded, never trained
+    final_episodes: int = 0  # the final evaluation's episodes; 0: eval_episodes
 
     def train_command(self) -> str:
         """The equivalent `menger train` line, for the record (imports: what the bench imports first)."""
@@ -405,8 +415,7 @@ def plan_cells(suite: Suite, algo: str, seeds: Sequence[int], out: Path, *, envs
             run_dir = out / suite.name / algo_folder(algo, published) / env_slug(entry.id) / f"seed{seed}"
             cells.append(Cell(suite.name, algo, entry.id, seed, frames, run_dir,
                               cell_overrides(entry, algo, seed, frames, points, eval_episodes, published),
-                              entry.imports,
-                              eval_episodes, reason))
+                              entry.imports, eval_episodes, reason, entry.final_episodes))
     return cells
 
 
@@ -658,7 +667,8 @@ def cell_main(argv: Sequence[str]) -> int:
     if stopper.received is not None:  # stopped short of the budget: left unfinished, the next bench resumes it
         print(f"bench: {signal.Signals(stopper.received).name}: the cell stopped with a checkpoint", file=sys.stderr)
         return 128 + stopper.received
-    _write_json(run_dir / FINAL_EVAL_FILE, final_evaluation(run_dir, cell["eval_episodes"]))
+    episodes = cell.get("final_episodes") or cell["eval_episodes"]  # cells written before the key have none
+    _write_json(run_dir / FINAL_EVAL_FILE, final_evaluation(run_dir, episodes))
     return 0
 
 
@@ -747,7 +757,8 @@ def _fmt(value, digits: int = 4) -> str:
 
 def format_table(suite: Suite, algo: str, rows: Sequence[Mapping]) -> str:
     lines = [f"# {suite.name} / {algo}", "", suite.description.strip(), "",
-             "Final: the deterministic evaluation of the policy at the end of the budget; best: the best deterministic "
+             "Final: the deterministic evaluation of the policy at the end of the budget (an entry's final_episodes "
+             "episodes, else as many as each periodic one); best: the best deterministic "
              "evaluation during training. Mean over seeds [95 % percentile-bootstrap interval of the mean, "
              f"{BOOTSTRAP_RESAMPLES} resamples, rng seed {BOOTSTRAP_SEED}]. Frames and wall-clock: medians over seeds.",
              "Ratio = (mean final − random) / (reference − random), normalized; where the env has no random-policy "

@@ -329,3 +329,29 @@ def test_the_bench_starts_each_cell_to_end_with_the_bench(tmp_path, monkeypatch)
     cell = bench.Cell("tiny", "ppo", "CartPole-v1", 1, 1000, tmp_path, ("env.id=CartPole-v1",), (), 10, "")
     assert bench.SubprocessCells().run(cell, resume=False) == 0
     assert seen["preexec_fn"] is die_with_parent
+
+
+def test_a_game_entry_can_ask_for_a_longer_final_evaluation(tmp_path, monkeypatch):
+    """`final_episodes`: a game's final is 200 games, both seats, where its periodic evaluations are 10 (steps of 0.1
+    to 0.2 in the final column); other entries keep the periodic evaluations' count."""
+    from menger.commands import bench as bench_module
+
+    cells = plan(tmp_path, final_episodes=200)
+    assert [c.final_episodes for c in cells] == [200, 200, 0, 0] and all(c.eval_episodes == 10 for c in cells)
+    assert all(c.final_episodes == 200 for c in plan_cells(load_suite("pettingzoo"), "marl", [1], tmp_path,
+                                                            envs=["pettingzoo.classic.tictactoe_v3:env"]))
+    asked = []
+    monkeypatch.setattr(bench_module, "final_evaluation", lambda run_dir, episodes: asked.append(episodes) or {})
+    monkeypatch.setattr("menger.api.run_experiment", lambda *args, **kwargs: None)
+    for cell in cells:
+        cell.run_dir.mkdir(parents=True)
+        path = cell.run_dir / "cell.json"
+        path.write_text(json.dumps(cell.as_json()))
+        assert bench_module.cell_main([str(path)]) == 0
+    legacy = {**cells[0].as_json()}
+    del legacy["final_episodes"]  # a cell.json written before the key: as many as the periodic evaluations
+    (cells[0].run_dir / "cell.json").write_text(json.dumps(legacy))
+    assert bench_module.cell_main([str(cells[0].run_dir / "cell.json")]) == 0
+    assert asked == [200, 200, 10, 10, 10]
+    with pytest.raises(SuiteError, match=r"final_episodes: episodes of the final evaluation, a whole number > 0"):
+        validate_suite(tiny_suite(final_episodes=0))
