@@ -124,3 +124,19 @@ def test_the_generic_selfplay_preset_beats_a_random_player_at_tic_tac_toe(tmp_pa
     result = play_match(env_factory(game), api.run_player(run), make_opponent("random", game, seed=1), games=200,
                         seed=100000)
     assert result.score >= 0.8, result
+
+
+def test_the_generic_marl_preset_beats_a_random_player_at_tic_tac_toe(tmp_path, quiet):
+    """marl's generic preset defaults to the wargame; here it learns one Tic-Tac-Toe seat at a time against the random
+    player, seats swapped. 0.955 and 0.96 at 60k frames on seed 1 here (0.89, 0.91 on seeds 2-3); 0.76 with PPO's
+    4 x 4 passes of before."""
+    from menger.commands.match import env_factory, make_opponent, play_match
+
+    game = "pettingzoo.classic.tictactoe_v3:env"
+    run = tmp_path / "marl"
+    api.train("marl", overrides=[*quiet, "runtime.seed=1", f"env.id={game}", "env.multiagent.learn=[player_1]",
+                                 "env.multiagent.swap_seats=true", "stop.env_frames=60000", "checkpoint.interval_s=0"],
+              run_dir=str(run))
+    result = play_match(env_factory(game), api.run_player(run), make_opponent("random", game, seed=1), games=200,
+                        seed=100000)
+    assert result.score >= 0.85, result
