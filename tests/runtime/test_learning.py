@@ -113,7 +113,7 @@ def test_the_generic_r2d2_preset_remembers_the_bit_of_the_memory_task(tmp_path, 
 
 def test_the_generic_selfplay_preset_beats_a_random_player_at_tic_tac_toe(tmp_path, quiet):
     """selfplay's generic preset defaults to Connect Four; here it meets Tic-Tac-Toe with its defaults untouched and
-    is judged against the random player (a random player scores 0.5 against it, both seats). Without the random
+    is judged against the random player (over both seats; a random policy would score 0.5). Without the random
     quarter of its opponents and generic PPO's 10 x 32 passes, it scored 0.49 to 0.79 at 300k frames."""
     from menger.commands.match import env_factory, make_opponent, play_match
 
