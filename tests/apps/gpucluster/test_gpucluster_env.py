@@ -93,6 +93,26 @@ def test_the_untrained_network_picks_fgds_node_on_clusters_of_any_size():
     assert logits.shape == (3, 200) and value.shape == (3,)
 
 
+def test_a_bounded_residual_departs_from_fgd_only_among_nodes_it_scores_alike():
+    torch.manual_seed(0)
+    env = GpuSharingEnv(num_nodes=16, synthetic_tasks=800)
+    net = NodeScorerNet(env.observation_space, env.action_space, hidden=16, fgd_prior=1000.0, residual_bound=15.0)
+    with torch.no_grad():  # a learnt part far larger than the bound
+        net.score[-1].bias.fill_(0.0)
+        net.score[-1].weight.normal_(0.0, 50.0)
+    rows = torch.rand(2, 30, env.observation_space[NODES_KEY].shape[1])
+    prior = 1000.0 * rows[..., FGD_SCORE_FEATURE]
+    with torch.no_grad():
+        logits, _ = net({NODES_KEY: rows, MASK_KEY: torch.ones(2, 30)})
+    residual = logits - prior
+    assert residual.abs().max() < 15.0 and residual.abs().max() > 5.0
+    # so the node chosen greedily is never more than 3 FGD points (30 logits) below FGD's own
+    chosen = prior.gather(1, logits.argmax(dim=1, keepdim=True)).squeeze(1)
+    assert torch.all(prior.amax(dim=1) - chosen < 30.0)
+    with pytest.raises(ValueError, match="residual_bound must be >= 0"):
+        NodeScorerNet(env.observation_space, env.action_space, residual_bound=-1.0)
+
+
 class GreedyOnFgd:
     """A stand-in trained policy: the node with the highest FGD score, the first among equals."""
 
