@@ -33,7 +33,7 @@ train: setup
 	$(VENV)/bin/menger train $(PRESET)
 
 test: setup-test
-	$(PY) -X faulthandler -m pytest -q
+	$(PY) -X faulthandler -m pytest -q --durations=25
 
 # The public API (menger/__init__.py, menger/api.py) and examples/custom_objects.py, as [tool.mypy] in
 # pyproject.toml says.
