@@ -25,8 +25,7 @@ def test_a_replay_run_reports_its_replay_and_its_evaluations(tmp_path, quiet, pr
     m = result.final_metrics
     assert m["learner/updates"] > 0 and m["time/env_frames"] >= 3000
     assert m["replay/size"] >= 500 and m["replay/bytes"] > 0 and m["replay/inserts"] >= m["replay/size"]
-    batch_size = 32 if lighter else load_experiment(preset).replay.batch_size
-    assert m["replay/samples"] == m["learner/updates"] * batch_size
+    assert m["replay/samples"] == m["learner/updates"] * load_experiment(preset, lighter).replay.batch_size
     for key in ("replay/samples_per_insert", "replay/insert_blocked_s", "replay/priority_mean", "eval/return_mean",
                 "eval/time_s", "replay/inserts_per_s", "replay/samples_per_s"):
         assert key in m, key
