@@ -146,6 +146,11 @@ class _Experiment:
             problems.append(f"model.lstm_size={model.lstm_size}: {self.algo} builds feed-forward networks; unset it, "
                             f"or use algo {registry.listing(lambda a: a.recurrent and a.actions == 'q')} for a "
                             "recurrent Q network")
+        if model.squash_mean and algorithm.actions != "policy":
+            problems.append(f"model.squash_mean=true squashes the Gaussian mean of the policy network of "
+                            f"{registry.listing(lambda a: a.actions == 'policy')}; algo {self.algo} builds its own "
+                            "network without it (sac's actor squashes its actions already): unset "
+                            "model.squash_mean")
         if model.board_mirror and not algorithm.board_mirror:
             problems.append(f"model.board_mirror=true is built into the policy network of "
                             f"{registry.listing(lambda a: a.board_mirror)}; algo {self.algo} builds its own "

@@ -153,6 +153,10 @@ class ModelConfig:
     lstm_size: int = field(0, min=0, doc="size of an LSTM core after the encoder; 0 = no recurrent core")
     separate_value: bool = field(True, doc="give the value head its own MLP encoder (MLP encoders only)")
     init_log_std: float = field(0.0, doc="initial log standard deviation of Gaussian (Box) actions")
+    squash_mean: bool = field(False, doc="ppo, impala, appo, a3c: the Gaussian's mean of Box actions is "
+                              "tanh-squashed into the action bounds (where finite), so it cannot drift past a "
+                              "bound the env clips at; the noise is added after it. A deterministic policy then "
+                              "acts inside the bounds")
     network: Optional[str] = field(None, doc="a custom torch module 'package.module:Class': an encoder (with "
                                    "features_dim) or a whole policy network; see docs/models.md")
     kwargs: dict = field(default_factory=dict, doc="keyword arguments for the custom network")

@@ -207,6 +207,18 @@ class ActionCodec:
         return values.reshape(n, *space.shape).astype(space.dtype)  # MultiBinary
 
 
+def _finite_bounds(space: gym.spaces.Box) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(mid, half-width, 1 where both bounds are finite) over a Box's flat entries; None when none is."""
+    low = np.asarray(space.low, dtype=np.float64).ravel()
+    high = np.asarray(space.high, dtype=np.float64).ravel()
+    finite = np.isfinite(low) & np.isfinite(high)
+    if not finite.any():
+        return None
+    low, high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)  # unbounded entries: left as they are
+    mid, half = (high + low) / 2, (high - low) / 2
+    return tuple(torch.as_tensor(x, dtype=torch.float32) for x in (mid, half, finite.astype(np.float32)))
+
+
 class ActionHead:
     """The policy gradient's action distribution over `leaves`: a product of categoricals, Bernoullis and one
     diagonal Gaussian per Box leaf, its parameters one flat vector [N, num_params] (logits and means, in leaf
@@ -216,8 +228,14 @@ class ActionHead:
     Actions: [N] int64 for a lone Discrete leaf, [N, d] for a lone Box, else the flat [N, width] of `codec.space`.
     """
 
-    def __init__(self, leaves: list[Leaf]):
+    def __init__(self, leaves: list[Leaf], squash_mean: bool = False):
+        """`squash_mean`: each Gaussian's mean is mid + half * tanh(param) over the dimensions of its Box with
+        finite bounds (the others as they are), so it stays inside the bounds; the noise is added after it and
+        the env clips the sample, as for an unsquashed mean (`model.squash_mean`)."""
         self.leaves = leaves
+        self.squash_mean = squash_mean
+        self._bounds = [_finite_bounds(leaf.space) if squash_mean and leaf.kind == "gaussian" else None
+                        for leaf in leaves]
         self.num_params = sum(leaf.num_params for leaf in leaves)
         self.num_gaussian = sum(leaf.width for leaf in leaves if leaf.kind == "gaussian")
         self.single = len(leaves) == 1 and leaves[0].key is None and isinstance(
@@ -228,12 +246,16 @@ class ActionHead:
 
     # ----- per leaf -------------------------------------------------------------------------------------
     def _split(self, params: torch.Tensor, actions: torch.Tensor | None = None):
-        """(leaf, its params, its actions [N, width] or None, its log-std slice) for each leaf."""
+        """(leaf, its params (a Gaussian's mean, squashed with `squash_mean`), its actions [N, width] or None,
+        its log-std slice) for each leaf."""
         p_at = a_at = g_at = 0
         if actions is not None and self.single:
             actions = actions.reshape(actions.shape[0], -1)
-        for leaf in self.leaves:
+        for leaf, bounds in zip(self.leaves, self._bounds):
             mine = params[..., p_at:p_at + leaf.num_params]
+            if bounds is not None:
+                mid, half, finite = (t.to(mine.device, mine.dtype) for t in bounds)
+                mine = torch.where(finite > 0, mid + half * torch.tanh(mine), mine)
             acts = None if actions is None else actions[..., a_at:a_at + leaf.width]
             yield leaf, mine, acts, slice(g_at, g_at + (leaf.width if leaf.kind == "gaussian" else 0))
             p_at += leaf.num_params

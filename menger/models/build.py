@@ -28,7 +28,7 @@ def policy_network(obs_space: gym.Space, action_space: gym.Space, model_cfg, nor
         activation=model_cfg.activation, lstm_size=model_cfg.lstm_size, network=model_cfg.network,
         network_kwargs=dict(model_cfg.kwargs), init_log_std=model_cfg.init_log_std,
         separate_value=model_cfg.separate_value, board_channels=tuple(model_cfg.board_channels),
-        board_mirror=model_cfg.board_mirror,
+        board_mirror=model_cfg.board_mirror, squash_mean=model_cfg.squash_mean,
         obs_clip=normalize.clip_obs if normalize is not None and normalize.obs else None,
     )
     agents = getattr(model_cfg, "agents", 0)

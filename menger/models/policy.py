@@ -83,14 +83,15 @@ class Policy(nn.Module):
                  hidden: tuple[int, ...] = (64, 64), activation: str = "tanh", lstm_size: int = 0,
                  network: str | None = None, network_kwargs: dict | None = None, init_log_std: float = 0.0,
                  separate_value: bool = True, obs_clip: float | None = None,
-                 board_channels: tuple[int, ...] = (64, 64), board_mirror: bool = False):
+                 board_channels: tuple[int, ...] = (64, 64), board_mirror: bool = False, squash_mean: bool = False):
         """`obs_clip`: normalise observations by running statistics the trainer writes in (`ObsNormalizer`),
         clipped to +-obs_clip; None: the network sees them as they come. `board_mirror`: the board encoder's
-        policy is the same on a board and on its mirror image, with the actions (one per column) mirrored too."""
+        policy is the same on a board and on its mirror image, with the actions (one per column) mirrored too.
+        `squash_mean`: Gaussian means tanh-squashed into the action bounds (`ActionHead`)."""
         super().__init__()
         self.codec = ActionCodec(action_space, "policy")  # refuses what no policy-gradient head can act in
         self.obs_space, self.action_space = obs_space, self.codec.space
-        self.head = ActionHead(self.codec.leaves)
+        self.head = ActionHead(self.codec.leaves, squash_mean)
         self.obs_normalizer = None if obs_clip is None else _obs_normalizer(obs_space, obs_clip)
         self.discrete = isinstance(action_space, gym.spaces.Discrete)
         self.has_mask = isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces

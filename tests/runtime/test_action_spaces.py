@@ -91,6 +91,42 @@ def test_the_deterministic_action_is_each_factors_mode(name):
         torch.testing.assert_close(actions[:, lo:hi].squeeze(-1).to(expected.dtype), expected.squeeze(-1))
 
 
+def test_a_squashed_mean_stays_inside_finite_bounds_and_scores_as_a_gaussian_about_it():
+    # one Box with a bounded, an unbounded and a half-bounded entry, beside a Discrete component
+    box = gym.spaces.Box(np.array([-2.0, -np.inf, 0.0], np.float32), np.array([4.0, np.inf, np.inf], np.float32))
+    space = gym.spaces.Tuple((gym.spaces.Discrete(3), box))
+    head = ActionHead(ActionCodec(space).leaves, squash_mean=True)
+    gen = torch.Generator().manual_seed(2)
+    params = torch.randn(64, head.num_params, generator=gen) * 20  # means far past the bounds, as they drift
+    log_std = torch.full((head.num_gaussian,), -1.0)
+    means = params.clone()
+    means[:, 3] = 1.0 + 3.0 * torch.tanh(params[:, 3])  # mid 1, half-width 3; the other two entries as they are
+
+    mode, _ = head.sample(params, log_std, deterministic=True)
+    torch.testing.assert_close(mode[:, 1:], means[:, 3:])
+    assert mode[:, 1].abs().max() > 3.9 and mode[:, 1].min() >= -2.0 and mode[:, 1].max() <= 4.0
+    actions, logp_sampled = head.sample(params, log_std, gen)
+    logp, entropy = head.log_prob_entropy(params, log_std, actions)
+    factors = _reference(space, means, log_std)
+    ref_logp = sum(dist.log_prob(_columns(dist, actions, lo, hi)) for dist, lo, hi in factors)
+    torch.testing.assert_close(logp, ref_logp, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(logp_sampled, ref_logp, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(entropy, sum(dist.entropy() for dist, _, _ in factors))
+    unsquashed = ActionHead(ActionCodec(space).leaves)
+    torch.testing.assert_close(unsquashed.sample(params, log_std, deterministic=True)[0][:, 1:], params[:, 3:])
+
+
+def test_model_squash_mean_reaches_the_policy_and_is_refused_where_no_policy_network_reads_it():
+    from menger.experiment import ConfigError, load_experiment
+
+    exp = load_experiment("ppo", ["env.id=Pendulum-v1", "model.squash_mean=true"])
+    policy = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)), exp.model, exp.algo)
+    mode = policy.act(torch.full((4, 3), 1e3), deterministic=True).action
+    assert policy.head.squash_mean and mode.abs().max() <= 2.0
+    with pytest.raises(ConfigError, match="model.squash_mean=true .* algo sac .* unset model.squash_mean"):
+        load_experiment("sac", ["model.squash_mean=true"])
+
+
 def test_sampled_components_follow_their_own_probabilities():
     space = gym.spaces.MultiDiscrete([2, 3])
     head = ActionHead(ActionCodec(space).leaves)
