@@ -208,7 +208,7 @@ class ActionCodec:
 
 
 def _finite_bounds(space: gym.spaces.Box) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """(mid, half-width, 1 where both bounds are finite) over a Box's flat entries; None when none is."""
+    """(mid, half-width, True where both bounds are finite) over a Box's flat entries; None when none is."""
     low = np.asarray(space.low, dtype=np.float64).ravel()
     high = np.asarray(space.high, dtype=np.float64).ravel()
     finite = np.isfinite(low) & np.isfinite(high)
@@ -216,7 +216,8 @@ def _finite_bounds(space: gym.spaces.Box) -> tuple[torch.Tensor, torch.Tensor, t
         return None
     low, high = np.where(finite, low, -1.0), np.where(finite, high, 1.0)  # unbounded entries: left as they are
     mid, half = (high + low) / 2, (high - low) / 2
-    return tuple(torch.as_tensor(x, dtype=torch.float32) for x in (mid, half, finite.astype(np.float32)))
+    return (torch.as_tensor(mid, dtype=torch.float32), torch.as_tensor(half, dtype=torch.float32),
+            torch.as_tensor(finite))
 
 
 class ActionHead:
@@ -254,8 +255,9 @@ class ActionHead:
         for leaf, bounds in zip(self.leaves, self._bounds):
             mine = params[..., p_at:p_at + leaf.num_params]
             if bounds is not None:
-                mid, half, finite = (t.to(mine.device, mine.dtype) for t in bounds)
-                mine = torch.where(finite > 0, mid + half * torch.tanh(mine), mine)
+                mid, half, finite = bounds
+                squashed = mid.to(mine.device, mine.dtype) + half.to(mine.device, mine.dtype) * torch.tanh(mine)
+                mine = torch.where(finite.to(mine.device), squashed, mine)
             acts = None if actions is None else actions[..., a_at:a_at + leaf.width]
             yield leaf, mine, acts, slice(g_at, g_at + (leaf.width if leaf.kind == "gaussian" else 0))
             p_at += leaf.num_params

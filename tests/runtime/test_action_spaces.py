@@ -121,8 +121,10 @@ def test_model_squash_mean_reaches_the_policy_and_is_refused_where_no_policy_net
 
     exp = load_experiment("ppo", ["env.id=Pendulum-v1", "model.squash_mean=true"])
     policy = build_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-2, 2, (1,)), exp.model, exp.algo)
-    mode = policy.act(torch.full((4, 3), 1e3), deterministic=True).action
-    assert policy.head.squash_mean and mode.abs().max() <= 2.0
+    obs = torch.randn(4, 3, generator=torch.Generator().manual_seed(4))
+    raw, _ = policy.action_params(obs)
+    mode = policy.act(obs, deterministic=True).action
+    torch.testing.assert_close(mode, 2.0 * torch.tanh(raw))  # bounds [-2, 2]: mid 0, half-width 2
     with pytest.raises(ConfigError, match="model.squash_mean=true .* algo sac .* unset model.squash_mean"):
         load_experiment("sac", ["model.squash_mean=true"])
 
