@@ -134,8 +134,8 @@ def fit_to_env(cfg):
     """`cfg` fitted to the env it is given, from one probe of it (the config itself where nothing needs fitting):
 
     * a multi-agent env's rows are games x learned agents per game: runtime.envs_per_actor is rounded to whole
-      games where they do not divide it (40 rows of a game with 3 learned agents become 39, 13 games), said in the
-      log, so a generic preset fits any game;
+      games where they do not divide it (40 rows of a game with 3 learned agents become 39, 13 games), and
+      eval.episodes up to whole games (10 become 12, 4 games), said in the log, so a generic preset fits any game;
     * `auto` in env.normalize, where the algorithm normalises with one learner: rewards are scaled for every env
       (a return's scale is the env's, never the algorithm's: IMPALA did not learn Acrobot's -1 a step unscaled);
       observations are normalised for continuous control (Box actions, float Box observations), and with `vector`
@@ -149,6 +149,12 @@ def fit_to_env(cfg):
         log.warning("runtime.envs_per_actor=%d is not whole games of %s (%d learned agents each): %d rows, %d games "
                     "per actor", rows, cfg.env.id, per_game, games * per_game, games)
         cfg = dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, envs_per_actor=games * per_game))
+    episodes = cfg.eval.episodes
+    if per_game > 1 and episodes % per_game:  # at least the episodes asked for, in whole games
+        games = -(-episodes // per_game)
+        log.warning("eval.episodes=%d is not whole games of %s (%d learned agents each): the evaluator plays %d "
+                    "games, %d episodes", episodes, cfg.env.id, per_game, games, games * per_game)
+        cfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, episodes=games * per_game))
     normalize = cfg.env.normalize
     if normalize.auto:
         can = cfg.algorithm.normalize and cfg.runtime.learner.count == 1

@@ -32,17 +32,22 @@ def test_wargame_modes_on_processes(tmp_path, mode):
 
 def test_the_generic_marl_preset_fits_its_rows_to_whole_games_of_the_env_it_is_given(tmp_path, caplog):
     """40 rows do not divide into games of 3 learned agents: the run rounds them to 39 (13 games) and says so,
-    where a named preset's refusal would stop a new user at the first env."""
+    where a named preset's refusal would stop a new user at the first env. The evaluator's 10 episodes become
+    12, 4 whole games (they were refused, naming runtime.envs_per_actor)."""
     from menger.api import load_run_config
 
     run_dir = tmp_path / "run"
     with caplog.at_level("WARNING", logger="menger.trainer"):
         run = api.train("marl", overrides=["env.id=tests.multiagent.fakes:Duel", 'env.multiagent.learn=["red_*","blue_0"]',
                                            "runtime.launcher=threads", "runtime.unroll_length=8", "model.hidden=[16]",
-                                           "log.tensorboard=false", "stop.env_frames=1000"], run_dir=str(run_dir))
-    assert load_run_config(run_dir, allow_import=["tests"]).runtime.envs_per_actor == 39
+                                           "log.tensorboard=false", "stop.env_frames=1000",
+                                           "eval.interval_frames=400", "eval.episodes=10"], run_dir=str(run_dir))
+    config = load_run_config(run_dir, allow_import=["tests"])
+    assert config.runtime.envs_per_actor == 39 and config.eval.episodes == 12
     assert run.final_metrics["time/env_frames"] >= 1000
+    assert run.final_metrics["eval/episodes"] == 12
     assert any("39 rows, 13 games per actor" in r.getMessage() for r in caplog.records)
+    assert any("the evaluator plays 4 games, 12 episodes" in r.getMessage() for r in caplog.records)
 
 
 def test_the_generic_marl_preset_learns_every_agent_of_a_game_with_discrete_observations(tmp_path):
