@@ -33,12 +33,16 @@ A game's score for its learned side: the ``outcome`` the env puts in an agent's 
 from __future__ import annotations
 
 import fnmatch
+import logging
 from typing import Any, Callable, Protocol
 
 import gymnasium
 import numpy as np
 
 from menger.envs.faults import new_stats
+from menger.envs.multiagent_pad import PaddedAgents, spaces_differ
+
+log = logging.getLogger("menger.envs")
 
 MASK_KEY, AGENT_KEY, CRITIC_KEY, OBS_KEY = "action_mask", "agent_id", "critic_state", "observation"
 CRITICS = ("local", "state", "team")
@@ -396,7 +400,18 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
     experiment's `env.multiagent` (None: the first agent, nothing added). Fewer rows than one game has learned
     agents give one game (what a probe of the spaces asks for). `batched`: the class that plays `first`'s own
     batched core, all games at once (`menger.envs.multiagent_batch`, chosen by `make_vec_env`), or None."""
+    from pettingzoo import AECEnv
+
     first = first if first is not None else make_game()
+    if batched is None and not isinstance(first, AECEnv) and spaces_differ(first):
+        try:  # one policy plays them all: every agent's spaces padded to common ones
+            first = PaddedAgents(first, env_id)
+        except BaseException:
+            first.close()
+            raise
+        log.info("%s: its agents' spaces differ; each is padded to common ones, with a one-hot of its kind",
+                 env_id or "the env")
+        make_game = _padded(make_game, env_id)
     learn = tuple(getattr(config, "learn", ()))
     swap = bool(getattr(config, "swap_seats", False))
     try:
@@ -414,6 +429,10 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
     except BaseException:
         first.close()
         raise
+
+
+def _padded(make_game: Callable[[], Any], env_id: str) -> Callable[[], Any]:
+    return lambda: PaddedAgents(make_game(), env_id)
 
 
 def _sides(agents: list[str], learn: tuple[str, ...], swap: bool, env_id: str) -> tuple[tuple[str, ...], ...]:

@@ -62,3 +62,48 @@ class Duel(ParallelEnv):
         observations = {a: self._observe(a) for a in self.agents}
         self.agents = [] if (over or truncated) else alive
         return observations, rewards, terms, truncs, infos
+
+
+class Mixed(ParallelEnv):
+    """Agents of two kinds, as MPE's predator-prey: `big_0` sees Box(2, 2) and has 3 actions (a Box(3,) action with
+    `boxes`), `small_0` and `small_1` see Box(2,) and have 2 (a Box(2,) action). Each step an agent's reward is its
+    action's first entry and it sees [t, its index] (the big one [[t, index], [t, t]]); the game ends after
+    `max_steps`."""
+
+    metadata = {"name": "mixed_v0"}
+
+    def __init__(self, boxes: bool = False, max_steps: int = 4):
+        self.possible_agents = ["big_0", "small_0", "small_1"]
+        self.boxes, self.max_steps = boxes, max_steps
+        self.actions_seen: list[dict] = []
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return spaces.Box(-10, 10, (2, 2) if agent == "big_0" else (2,), np.float32)
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        n = 3 if agent == "big_0" else 2
+        return spaces.Box(-1, 1, (n,), np.float32) if self.boxes else spaces.Discrete(n)
+
+    def state(self):
+        return np.array([self.t], np.float32)
+
+    def _observe(self, agent):
+        row = [self.t, self.possible_agents.index(agent)]
+        return np.array([row, [self.t, self.t]] if agent == "big_0" else row, np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.actions_seen.append(dict(actions))
+        self.t += 1
+        rewards = {a: float(np.asarray(actions[a]).ravel()[0]) for a in self.agents}
+        over = self.t >= self.max_steps
+        observations = {a: self._observe(a) for a in self.agents}
+        terms, truncs = {a: False for a in self.agents}, {a: over for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        self.agents = [] if over else list(self.agents)
+        return observations, rewards, terms, truncs, infos

@@ -1,0 +1,147 @@
+"""One policy for the agents of a game whose spaces differ: each agent's spaces padded to common ones, as
+parameter sharing across heterogeneous agents does it (Terry et al. 2020, "Revisiting Parameter Sharing in
+Multi-Agent Deep Reinforcement Learning"; SuperSuit's pad_observations, pad_action_space, agent_indicator)::
+
+    game = PaddedAgents(simple_tag_v3.parallel_env())  # adversaries see Box(16,), good agents Box(14,)
+    game.observation_space(agent)   # Box(18,): the agent's own observation flattened, zeros after it, then a
+                                    # one-hot of its kind (the agents that share one pair of spaces)
+    game.action_space(agent)        # Discrete: the largest, and each info's action_mask allows the agent's own
+                                    # actions; Box: the widest, and an agent acts with its leading entries
+
+A kind is the set of agents with the same observation and action spaces, numbered in the order of
+`possible_agents`. Observations must be Boxes; actions all Discrete or all Box. Anything else is refused,
+saying which agents differ. `MultiAgentVecEnv` wraps a simultaneous (Parallel) game in it when its agents' spaces
+differ, so the generic multi-agent preset plays every agent of any such game with one network.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+MASK_KEY = "action_mask"
+
+
+def spaces_differ(game) -> bool:
+    """Whether some agent of `game` has other observation or action spaces than its first agent."""
+    agents = list(game.possible_agents)
+    first = (game.observation_space(agents[0]), game.action_space(agents[0]))
+    return any((game.observation_space(a), game.action_space(a)) != first for a in agents[1:])
+
+
+class PaddedAgents:
+    """A PettingZoo ParallelEnv whose agents all have the same spaces (see the module doc); everything else is the
+    wrapped game's."""
+
+    def __init__(self, game, env_id: str = ""):
+        self.game = game
+        agents = self.possible_agents = list(game.possible_agents)
+        observation = {a: game.observation_space(a) for a in agents}
+        action = {a: game.action_space(a) for a in agents}
+        name = env_id or "this env"
+        for a in agents:
+            if not isinstance(observation[a], gymnasium.spaces.Box):
+                raise ValueError(f"{name}: its agents' spaces differ, and agent {a!r} observes {observation[a]}; one "
+                                 "policy plays agents of different spaces by padding Box observations only: set "
+                                 "env.multiagent.learn to agents with the same spaces")
+        discrete = [isinstance(action[a], gymnasium.spaces.Discrete) for a in agents]
+        boxes = [isinstance(action[a], gymnasium.spaces.Box) for a in agents]
+        if not (all(discrete) or all(boxes)):
+            raise ValueError(f"{name}: its agents' spaces differ, and their actions are not all Discrete or all Box "
+                             f"({', '.join(f'{a}: {action[a]}' for a in agents)}); set env.multiagent.learn to agents "
+                             "with the same spaces")
+        kinds: list[tuple] = []
+        for a in agents:
+            if (observation[a], action[a]) not in kinds:
+                kinds.append((observation[a], action[a]))
+        self.kind = {a: kinds.index((observation[a], action[a])) for a in agents}
+        self._size = {a: int(np.prod(observation[a].shape)) for a in agents}
+        width, count = max(self._size.values()), len(kinds)
+        lows = np.stack([self._pad(np.asarray(observation[a].low, np.float32).ravel(), a, 0.0) for a in agents])
+        highs = np.stack([self._pad(np.asarray(observation[a].high, np.float32).ravel(), a, 1.0) for a in agents])
+        self._observation = gymnasium.spaces.Box(lows.min(axis=0), highs.max(axis=0), (width + count,), np.float32)
+        self._width, self._count, self._discrete = width, count, all(discrete)
+        if self._discrete:
+            self._n = {a: int(action[a].n) for a in agents}
+            self._action = gymnasium.spaces.Discrete(max(self._n.values()))
+        else:
+            self._dims = {a: int(np.prod(action[a].shape)) for a in agents}
+            self._own_action = action
+            dims = max(self._dims.values())
+            low = np.full((len(agents), dims), np.inf, np.float32)
+            high = np.full((len(agents), dims), -np.inf, np.float32)
+            for i, a in enumerate(agents):
+                low[i, :self._dims[a]] = np.asarray(action[a].low, np.float32).ravel()
+                high[i, :self._dims[a]] = np.asarray(action[a].high, np.float32).ravel()
+            low, high = low.min(axis=0), high.max(axis=0)
+            unused = low > high  # entries no agent has
+            low[unused], high[unused] = -1.0, 1.0
+            self._action = gymnasium.spaces.Box(low, high, (dims,), np.float32)
+
+    # ----- PettingZoo's ParallelEnv -----------------------------------------------------------------------------
+    @property
+    def agents(self) -> list[str]:
+        return self.game.agents
+
+    def observation_space(self, agent: str) -> gymnasium.spaces.Box:
+        return self._observation
+
+    def action_space(self, agent: str) -> gymnasium.Space:
+        return self._action
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        observations, infos = self.game.reset(seed=seed, options=options)
+        return self._observations(observations), self._infos(infos, observations)
+
+    def step(self, actions: dict[str, Any]):
+        observations, rewards, terminations, truncations, infos = self.game.step(
+            {a: self._own(a, action) for a, action in actions.items()})
+        return self._observations(observations), rewards, terminations, truncations, self._infos(infos, observations)
+
+    def close(self) -> None:
+        self.game.close()
+
+    def __getattr__(self, name: str):  # state(), render(), metadata, unwrapped: the game's own
+        if name == "game":
+            raise AttributeError(name)
+        return getattr(self.game, name)
+
+    # ----- padding ------------------------------------------------------------------------------------------------
+    def _pad(self, values: np.ndarray, agent: str, one_hot: float) -> np.ndarray:
+        """A bound of `agent`'s padded observation: its own `values`, zeros, then `one_hot` at its kind."""
+        width, count = max(self._size.values()), len(set(self.kind.values()))
+        out = np.zeros(width + count, np.float32)
+        out[:values.size] = values
+        out[width + self.kind[agent]] = one_hot
+        return out
+
+    def _observations(self, observations: dict) -> dict:
+        out = {}
+        for a, obs in observations.items():
+            row = np.zeros(self._width + self._count, np.float32)
+            flat = np.asarray(obs, np.float32).ravel()
+            row[:flat.size] = flat
+            row[self._width + self.kind[a]] = 1.0
+            out[a] = row
+        return out
+
+    def _infos(self, infos: dict, observations: dict) -> dict:
+        if not self._discrete:
+            return infos
+        out = dict(infos)
+        for a in observations:
+            info = dict(infos.get(a) or {})
+            own = info.get(MASK_KEY)
+            mask = np.zeros(self._action.n, np.int8)
+            mask[:self._n[a]] = 1 if own is None else np.asarray(own, np.int8)[:self._n[a]]
+            info[MASK_KEY] = mask
+            out[a] = info
+        return out
+
+    def _own(self, agent: str, action):
+        if self._discrete:
+            return int(min(int(action), self._n[agent] - 1))  # a masked policy never picks past its own actions
+        space = self._own_action[agent]
+        own = np.asarray(action, np.float32).ravel()[:self._dims[agent]].reshape(space.shape)
+        return np.clip(own, space.low, space.high).astype(space.dtype)
