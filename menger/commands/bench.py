@@ -658,7 +658,7 @@ def cell_main(argv: Sequence[str]) -> int:
     stopper = StopOnSignals()  # as `menger train`: SIGTERM (a killed bench's, `die_with_parent`) stops at a checkpoint
     try:
         if has_checkpoint(run_dir):
-            api.resume(run_dir, log_lines=True, observers=[stopper])
+            api.resume(run_dir, log_lines=True, observers=[stopper], allow_import=trusted_modules(cell))
         else:
             api.run_experiment(load_experiment(cell["algo"], list(cell["overrides"])), run_dir, log_lines=True,
                                observers=[stopper])
@@ -668,19 +668,28 @@ def cell_main(argv: Sequence[str]) -> int:
         print(f"bench: {signal.Signals(stopper.received).name}: the cell stopped with a checkpoint", file=sys.stderr)
         return 128 + stopper.received
     episodes = cell.get("final_episodes") or cell["eval_episodes"]  # cells written before the key have none
-    _write_json(run_dir / FINAL_EVAL_FILE, final_evaluation(run_dir, episodes))
+    _write_json(run_dir / FINAL_EVAL_FILE, final_evaluation(run_dir, episodes, trusted_modules(cell)))
     return 0
 
 
-def final_evaluation(run_dir: Path, episodes: int) -> dict:
+def trusted_modules(cell: dict) -> tuple[str, ...]:
+    """The packages a cell's own run may import when it is opened again (resumed after a kill, evaluated at the
+    end): its env id's (`package.module:factory`) and the suite entry's imports. The bench wrote the run, so it
+    opens it with them allowed."""
+    names = [cell["env"]] if ":" in cell["env"] else []
+    return tuple(dict.fromkeys(name.split(":")[0].split(".")[0] for name in [*names, *cell["imports"]]))
+
+
+def final_evaluation(run_dir: Path, episodes: int, allow_import: Sequence[str] = ()) -> dict:
     """Deterministic episodes of the final policy (`menger eval`), from the run's eval seed; the error if it fails
-    (the bench then reports the last periodic evaluation as final)."""
+    (the bench then reports the last periodic evaluation as final). `allow_import`: the packages the run's config
+    may name (`trusted_modules`)."""
     from menger.api import load_run_config
     from menger.commands.evaluate import evaluate_run
 
     try:
-        seed = load_run_config(run_dir).eval.seed
-        return evaluate_run(run_dir, episodes=episodes, deterministic=True, seed=seed)
+        seed = load_run_config(run_dir, allow_import).eval.seed
+        return evaluate_run(run_dir, episodes=episodes, deterministic=True, seed=seed, allow_import=allow_import)
     except Exception as exc:  # noqa: BLE001 - the training is done; the bench falls back to the periodic evaluation
         return {"error": f"{type(exc).__name__}: {exc}"}
 

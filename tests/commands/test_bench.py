@@ -341,7 +341,8 @@ def test_a_game_entry_can_ask_for_a_longer_final_evaluation(tmp_path, monkeypatc
     assert all(c.final_episodes == 200 for c in plan_cells(load_suite("pettingzoo"), "marl", [1], tmp_path,
                                                             envs=["pettingzoo.classic.tictactoe_v3:env"]))
     asked = []
-    monkeypatch.setattr(bench_module, "final_evaluation", lambda run_dir, episodes: asked.append(episodes) or {})
+    monkeypatch.setattr(bench_module, "final_evaluation",
+                        lambda run_dir, episodes, allow_import=(): asked.append(episodes) or {})
     monkeypatch.setattr("menger.api.run_experiment", lambda *args, **kwargs: None)
     for cell in cells:
         cell.run_dir.mkdir(parents=True)
@@ -355,3 +356,27 @@ def test_a_game_entry_can_ask_for_a_longer_final_evaluation(tmp_path, monkeypatc
     assert asked == [200, 200, 10, 10, 10]
     with pytest.raises(SuiteError, match=r"final_episodes: episodes of the final evaluation, a whole number > 0"):
         validate_suite(tiny_suite(final_episodes=0))
+
+
+def test_the_final_evaluation_opens_a_cell_whose_env_is_a_third_party_module(tmp_path):
+    """A run names its env's module (`mpe2.simple_spread_v3:parallel_env`), which opening it again would import: the
+    bench allows the cell's own env package and imports, so its final evaluation plays instead of falling back to
+    the last periodic one (it failed with UntrustedRunError)."""
+    from menger import api
+    from menger.commands import bench as bench_module
+    from menger.commands.bench import final_evaluation, trusted_modules
+
+    assert trusted_modules({"env": "mpe2.simple_spread_v3:parallel_env", "imports": ["mpe2"]}) == ("mpe2",)
+    assert trusted_modules({"env": "MinAtar/Breakout-v1", "imports": ["minatar:register"]}) == ("minatar",)
+    run_dir = tmp_path / "run"
+    api.train("marl", overrides=["env.id=tests.multiagent.fakes:Mixed", "runtime.launcher=threads", "model.hidden=[8]",
+                                 "runtime.unroll_length=8", "log.tensorboard=false", "stop.env_frames=300"],
+              run_dir=str(run_dir))
+    cell = {"env": "tests.multiagent.fakes:Mixed", "imports": []}
+    assert "UntrustedRunError" in final_evaluation(run_dir, 2)["error"]
+    report = final_evaluation(run_dir, 2, trusted_modules(cell))
+    assert "error" not in report and report["episodes"] == 2 and np.isfinite(report["return_mean"])
+    cell.update(run_dir=str(run_dir), algo="marl", overrides=[], eval_episodes=3, final_episodes=0)
+    (run_dir / "cell.json").write_text(json.dumps(cell))  # a cell killed after its checkpoint: the bench resumes it
+    assert bench_module.cell_main([str(run_dir / "cell.json")]) == 0
+    assert json.loads((run_dir / "final_eval.json").read_text())["episodes"] == 3
