@@ -93,9 +93,7 @@ class Mixed(ParallelEnv):
         row = [self.t, self.possible_agents.index(agent)]
         return np.array([row, [self.t, self.t]] if agent == "big_0" else row, np.float32)
 
-    def reset(self, seed=None, options=None):
-        self.agents, self.t = list(self.possible_agents), 0
-        return {a: self._observe(a) for a in self.agents}, {a: {} for a in self.agents}
+    reset = Duel.reset  # every agent back, t = 0
 
     def step(self, actions):
         self.actions_seen.append(dict(actions))
