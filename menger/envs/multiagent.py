@@ -403,18 +403,11 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
     from pettingzoo import AECEnv
 
     first = first if first is not None else make_game()
-    if batched is None and not isinstance(first, AECEnv) and spaces_differ(first):
-        try:  # one policy plays them all: every agent's spaces padded to common ones
-            first = PaddedAgents(first, env_id)
-        except BaseException:
-            first.close()
-            raise
-        log.info("%s: its agents' spaces differ; each is padded to common ones, with a one-hot of its kind",
-                 env_id or "the env")
-        make_game = _padded(make_game, env_id)
     learn = tuple(getattr(config, "learn", ()))
     swap = bool(getattr(config, "swap_seats", False))
     try:
+        if batched is None and not isinstance(first, AECEnv) and spaces_differ(first):
+            first, make_game = _pad_agents(first, make_game, learn, swap, env_id)
         k = len(_sides(list(first.possible_agents), learn, swap, env_id)[0])
         if rows >= k and rows % k:
             raise ValueError(f"runtime.envs_per_actor={rows} counts the rows of learned agents: {env_id} has {k} "
@@ -431,8 +424,21 @@ def multiagent_vec_env(make_game: Callable[[], Any], rows: int, *, seed: int, en
         raise
 
 
-def _padded(make_game: Callable[[], Any], env_id: str) -> Callable[[], Any]:
-    return lambda: PaddedAgents(make_game(), env_id)
+def _pad_agents(first, make_game: Callable[[], Any], learn: tuple[str, ...], swap: bool,
+                env_id: str) -> tuple[Any, Callable[[], Any]]:
+    """A game whose agents' spaces differ, and its factory, padded to common spaces (`PaddedAgents`), so that one
+    policy plays its learned agents and its opponents' rows are encoded alike. Where they cannot be padded, the
+    refusal stands if the learned agents differ; if only the others do, the game is left as it is."""
+    learned = [agent for side in _sides(list(first.possible_agents), learn, swap, env_id) for agent in side]
+    try:
+        padded = PaddedAgents(first, env_id)
+    except ValueError:
+        if spaces_differ(first, learned):
+            raise
+        return first, make_game
+    log.info("%s: its agents' spaces differ; each is padded to common ones, with a one-hot of its kind",
+             env_id or "the env")
+    return padded, lambda: PaddedAgents(make_game(), env_id)
 
 
 def _sides(agents: list[str], learn: tuple[str, ...], swap: bool, env_id: str) -> tuple[tuple[str, ...], ...]:

@@ -10,8 +10,9 @@ Multi-Agent Deep Reinforcement Learning"; SuperSuit's pad_observations, pad_acti
 
 A kind is the set of agents with the same observation and action spaces, numbered in the order of
 `possible_agents`. Observations must be Boxes; actions all Discrete or all Box. Anything else is refused,
-saying which agents differ. `MultiAgentVecEnv` wraps a simultaneous (Parallel) game in it when its agents' spaces
-differ, so the generic multi-agent preset plays every agent of any such game with one network.
+saying which agents differ. `multiagent_vec_env` wraps a simultaneous (Parallel) game in it when its agents' spaces
+differ, so the generic multi-agent preset plays every agent of any such game with one network; a game it cannot
+pad is refused only where the learned agents differ (`env.multiagent.learn` to agents of one kind is the way out).
 """
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ import numpy as np
 MASK_KEY = "action_mask"
 
 
-def spaces_differ(game) -> bool:
-    """Whether some agent of `game` has other observation or action spaces than its first agent."""
-    agents = list(game.possible_agents)
+def spaces_differ(game, agents=None) -> bool:
+    """Whether some of `agents` (all of `game`'s by default) has other observation or action spaces than the
+    first."""
+    agents = list(game.possible_agents if agents is None else agents)
     first = (game.observation_space(agents[0]), game.action_space(agents[0]))
     return any((game.observation_space(a), game.action_space(a)) != first for a in agents[1:])
 

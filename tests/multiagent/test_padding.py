@@ -41,26 +41,41 @@ def test_box_agents_act_with_the_leading_entries_of_the_widest_action_clipped_to
     np.testing.assert_allclose(seen["small_1"], [1.0, 0.0])
 
 
+class DictObs(Mixed):
+    def observation_space(self, agent):
+        return spaces.Dict({"observation": super().observation_space(agent)})
+
+
+class MixedActions(Mixed):
+    def action_space(self, agent):
+        return spaces.Discrete(2) if agent == "big_0" else spaces.Box(-1, 1, (1,), np.float32)
+
+
+class Learn:
+    swap_seats, agent_id, critic, random_opening = False, False, "local", 0
+
+    def __init__(self, *learn: str):
+        self.learn = learn
+
+
 def test_what_cannot_be_padded_is_refused_naming_the_agents():
-    class DictObs(Mixed):
-        def observation_space(self, agent):
-            return spaces.Dict({"observation": super().observation_space(agent)})
-
-    class MixedActions(Mixed):
-        def action_space(self, agent):
-            return spaces.Discrete(2) if agent == "big_0" else spaces.Box(-1, 1, (1,), np.float32)
-
     with pytest.raises(ValueError, match="agent 'big_0' observes Dict.*env.multiagent.learn"):
         PaddedAgents(DictObs(), "fake:DictObs")
     with pytest.raises(ValueError, match="not all Discrete or all Box.*small_0: Box"):
         PaddedAgents(MixedActions(), "fake:MixedActions")
 
 
-def test_the_vec_env_pads_a_game_whose_agents_differ_and_opponents_see_the_same_rows():
-    class Learn:
-        learn, swap_seats, agent_id, critic, random_opening = ("small_*",), False, False, "local", 0
+def test_a_game_that_cannot_be_padded_is_refused_only_where_the_learned_agents_differ():
+    with pytest.raises(ValueError, match="agent 'big_0' observes Dict"):
+        multiagent_vec_env(DictObs, 3, seed=0, env_id="fake:DictObs", config=Learn("*"))
+    envs = multiagent_vec_env(DictObs, 2, seed=0, env_id="fake:DictObs", config=Learn("small_*"))
+    assert not isinstance(envs.games[0], PaddedAgents)  # left as it was: its learned agents share their spaces
+    envs.close()
 
-    envs = multiagent_vec_env(Mixed, 4, seed=0, env_id="fake:Mixed", config=Learn())
+
+def test_the_vec_env_pads_a_game_whose_agents_differ_and_opponents_see_the_same_rows():
+    envs = multiagent_vec_env(Mixed, 4, seed=0, env_id="fake:Mixed", config=Learn("small_*"))
+    assert isinstance(envs.games[1], PaddedAgents)
     assert envs.num_envs == 4 and envs.single_observation_space["observation"].shape == (6,)
     obs = envs.reset()
     np.testing.assert_array_equal(obs["action_mask"], [[1, 1, 0]] * 4)
