@@ -58,15 +58,15 @@ class PaddedAgents:
             if (observation[a], action[a]) not in kinds:
                 kinds.append((observation[a], action[a]))
         self.kind = {a: kinds.index((observation[a], action[a])) for a in agents}
-        self._size = {a: int(np.prod(observation[a].shape)) for a in agents}
-        width, count = max(self._size.values()), len(kinds)
-        lows = np.stack([self._pad(np.asarray(observation[a].low, np.float32).ravel(), a, 0.0) for a in agents])
-        highs = np.stack([self._pad(np.asarray(observation[a].high, np.float32).ravel(), a, 1.0) for a in agents])
-        self._observation = gymnasium.spaces.Box(lows.min(axis=0), highs.max(axis=0), (width + count,), np.float32)
-        self._width, self._count, self._discrete = width, count, all(discrete)
+        self._width, self._count = max(int(np.prod(observation[a].shape)) for a in agents), len(kinds)
+        lows = np.stack([self._pad(observation[a].low, a, 0.0) for a in agents])
+        highs = np.stack([self._pad(observation[a].high, a, 1.0) for a in agents])
+        self._observation = gymnasium.spaces.Box(lows.min(axis=0), highs.max(axis=0), lows.shape[1:], np.float32)
+        self._discrete = all(discrete)
         if self._discrete:
             self._n = {a: int(action[a].n) for a in agents}
             self._action = gymnasium.spaces.Discrete(max(self._n.values()))
+            self._masks = {a: (np.arange(self._action.n) < self._n[a]).astype(np.int8) for a in agents}
         else:
             self._dims = {a: int(np.prod(action[a].shape)) for a in agents}
             self._own_action = action
@@ -110,33 +110,30 @@ class PaddedAgents:
         return getattr(self.game, name)
 
     # ----- padding ------------------------------------------------------------------------------------------------
-    def _pad(self, values: np.ndarray, agent: str, one_hot: float) -> np.ndarray:
-        """A bound of `agent`'s padded observation: its own `values`, zeros, then `one_hot` at its kind."""
-        width, count = max(self._size.values()), len(set(self.kind.values()))
-        out = np.zeros(width + count, np.float32)
-        out[:values.size] = values
-        out[width + self.kind[agent]] = one_hot
+    def _pad(self, values, agent: str, one_hot: float) -> np.ndarray:
+        """`agent`'s `values` (an observation, or a bound of its space) flattened, zeros up to the widest, then
+        `one_hot` at its kind among as many entries as there are kinds."""
+        flat = np.asarray(values, np.float32).ravel()
+        out = np.zeros(self._width + self._count, np.float32)
+        out[:flat.size] = flat
+        out[self._width + self.kind[agent]] = one_hot
         return out
 
     def _observations(self, observations: dict) -> dict:
-        out = {}
-        for a, obs in observations.items():
-            row = np.zeros(self._width + self._count, np.float32)
-            flat = np.asarray(obs, np.float32).ravel()
-            row[:flat.size] = flat
-            row[self._width + self.kind[a]] = 1.0
-            out[a] = row
-        return out
+        return {a: self._pad(obs, a, 1.0) for a, obs in observations.items()}
 
     def _infos(self, infos: dict, observations: dict) -> dict:
+        """Each agent's info with its action mask over the padded actions (its own actions; the env's own mask
+        over them, where it gives one)."""
         if not self._discrete:
             return infos
         out = dict(infos)
         for a in observations:
             info = dict(infos.get(a) or {})
             own = info.get(MASK_KEY)
-            mask = np.zeros(self._action.n, np.int8)
-            mask[:self._n[a]] = 1 if own is None else np.asarray(own, np.int8)[:self._n[a]]
+            mask = self._masks[a].copy()
+            if own is not None:
+                mask[:self._n[a]] = np.asarray(own, np.int8)[:self._n[a]]
             info[MASK_KEY] = mask
             out[a] = info
         return out
