@@ -460,8 +460,9 @@ LEARNS_AS_WRITTEN = {
     "menger train ppo --set env.id=Acrobot-v1 --set stop.env_frames=300000": ("episode/return_mean", -120.0),
     # the training return of an async run, its last episodes: -101 to -132 across runs here; -349 with rewards raw
     "menger train impala --set env.id=Acrobot-v1 --set stop.env_frames=200000": ("episode/return_mean", -200.0),
-    # an async parameter server: -84 to -90 at the end here; -500 with rewards raw (the scale reaches the actor-learners)
-    "menger train a3c --set env.id=Acrobot-v1 --set stop.env_frames=200000": ("episode/return_mean", -120.0),
+    # an async parameter server: -97 to -109 at the end here (a core kept busy beside it); -96 to -129 at 200k frames,
+    # which CI once missed; -500 with rewards raw (the scale reaches the actor-learners)
+    "menger train a3c --set env.id=Acrobot-v1 --set stop.env_frames=300000": ("episode/return_mean", -120.0),
     # sequences from a replay on a fully observed task: -96 to -140 from 400k to 520k frames here, -93 at 1M
     "menger train r2d2 --set env.id=Acrobot-v1 --set stop.env_frames=500000": ("episode/return_mean", -200.0),
 }
