@@ -109,7 +109,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run a trained policy")
     ev.add_argument("run_dir")
-    ev.add_argument("--episodes", type=int, help="episodes to play, one after another (default 10)")
+    ev.add_argument("--episodes", type=int, help="episodes to play, one after another (default 10; a multi-agent game "
+                    "counts one per learned agent and plays whole games)")
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of taking the most likely")
     ev.add_argument("--video", action="store_true", help="also play one episode on an env that renders and write "
                     "its rgb_array frames as RUN_DIR/eval.mp4 (the env's own picture at its own resolution; Atari: the "

@@ -81,26 +81,35 @@ def _play_like_training(policy, envs) -> dict:
 
 
 def _play(policy, envs, episodes: int, deterministic: bool, seed: int, max_steps: int) -> dict:
-    returns, lengths = [], []
+    """Episodes one after another on `envs`: one env, or one multi-agent game whose rows (its learned agents) each
+    play episodes of their own, counted as the evaluator counts them (the reward of the agent's own steps). A game
+    of k learned agents plays whole games: each agent's first ceil(episodes / k) episodes are reported."""
+    rows = envs.num_envs
+    per_row = -(-episodes // rows)
+    returns: list[list[float]] = [[] for _ in range(rows)]
+    lengths: list[list[int]] = [[] for _ in range(rows)]
+    ep_return, ep_length = np.zeros(rows), np.zeros(rows, np.int64)
     obs = envs.reset(seed=seed)
-    ep_return, ep_length, steps = 0.0, 0, 0
+    steps = 0
     try:
-        while len(returns) < episodes and steps < max_steps:
+        while min(map(len, returns)) < per_row and steps < max_steps:
             result = envs.step(policy.act(obs, deterministic=deterministic))
-            ep_return += float(result.reward[0])
-            ep_length += int(result.valid[0])
+            ep_return += np.where(result.valid, result.reward, 0.0)
+            ep_length += result.valid
             steps += 1
             ended = result.terminated | result.truncated
             policy.reset_state(ended | ~result.valid)
-            if ended[0]:
-                returns.append(ep_return)
-                lengths.append(ep_length)
-                ep_return, ep_length = 0.0, 0
+            for row in np.flatnonzero(ended):
+                returns[row].append(float(ep_return[row]))
+                lengths[row].append(int(ep_length[row]))
+            ep_return[ended], ep_length[ended] = 0.0, 0
             obs = result.obs
     finally:
         envs.close()
-    if not returns:
+    played = [r for row in returns for r in row[:per_row]]
+    if not played:
         raise RuntimeError(f"no episode finished within {max_steps} steps")
-    return {"episodes": len(returns), "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
-            "return_min": float(np.min(returns)), "return_max": float(np.max(returns)),
-            "length_mean": float(np.mean(lengths))}
+    length = [n for row in lengths for n in row[:per_row]]
+    return {"episodes": len(played), "return_mean": float(np.mean(played)), "return_std": float(np.std(played)),
+            "return_min": float(np.min(played)), "return_max": float(np.max(played)),
+            "length_mean": float(np.mean(length))}

@@ -50,6 +50,22 @@ def test_the_generic_marl_preset_fits_its_rows_to_whole_games_of_the_env_it_is_g
     assert any("the evaluator plays 4 games, 12 episodes" in r.getMessage() for r in caplog.records)
 
 
+def test_menger_eval_reports_every_learned_agent_of_whole_games(tmp_path):
+    """`menger eval` on a multi-agent run counts an episode per learned agent, as the evaluator does, and plays whole
+    games: red_0 dies at step 2, red_1 and blue_0 play the 5 steps, so 4 episodes asked are 2 games, 6 episodes
+    of lengths 2, 5, 5 (it reported red_0's alone: 4 episodes of length 2)."""
+    from menger.commands.evaluate import evaluate_run
+
+    run_dir = tmp_path / "run"
+    api.train("marl", overrides=["env.id=tests.multiagent.fakes:Duel", 'env.multiagent.learn=["red_*","blue_0"]',
+                                 "env.kwargs={deaths: {red_0: 2}}", "runtime.actors=1", "runtime.launcher=threads",
+                                 "runtime.unroll_length=8", "model.hidden=[16]", "log.tensorboard=false",
+                                 "stop.env_frames=300"], run_dir=str(run_dir))
+    report = evaluate_run(run_dir, episodes=4, allow_import=["tests"])
+    assert report["episodes"] == 6 and report["length_mean"] == 4.0
+    assert 0.0 <= report["return_min"] and report["return_max"] <= 3.0  # a reward of 0 or 1 per step, at most 3 of 5
+
+
 def test_the_generic_marl_preset_learns_every_agent_of_a_game_with_discrete_observations(tmp_path):
     """Rock-paper-scissors: two agents, both learned by one network, each seeing the other's last move as a
     Discrete(4) observation (read one-hot)."""
