@@ -27,11 +27,12 @@ GRADIENT_STATS = ("loss", "policy_loss", "value_loss", "entropy", "explained_var
 
 def a3c_unroll_loss(policy, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
     """The A3C loss of a time-major batch of unrolls (obs [T+1, B], actions, rewards, dones, valid [T, B],
-    core_state [2, B, H]) under `policy`: n-step returns bootstrapped from the unroll's last value."""
+    core_state [2, B, H]) under `policy`: n-step returns bootstrapped from the unroll's last value, or with
+    `gae_lambda` < 1 the lambda-returns, whose advantage over V(s_t) is GAE's."""
     ev = policy.evaluate(_obs_float(batch["obs"]), batch["actions"], batch["core_state"], batch["dones"])
     values = ev.values.float()
     with torch.no_grad():
-        _, returns = gae(batch["rewards"], values[:-1], values[-1], cfg.gamma * (1.0 - batch["dones"]), 1.0)
+        _, returns = gae(batch["rewards"], values[:-1], values[-1], cfg.gamma * (1.0 - batch["dones"]), cfg.gae_lambda)
     loss, stats = a3c_loss(ev.logp.float(), values[:-1], ev.entropy.float(), returns, batch["valid"],
                            value_coef=cfg.value_coef, entropy_coef=cfg.entropy_coef)
     stats["explained_variance"] = explained_variance(values[:-1].detach(), returns, batch["valid"])

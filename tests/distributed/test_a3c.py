@@ -152,6 +152,28 @@ def test_the_actor_learners_gradient_is_the_learners_on_the_same_unroll():
     assert view["gradient_stats"][GRADIENT_STATS.index("loss")] == pytest.approx(float(loss.detach()))
 
 
+def test_gae_lambda_trains_on_lambda_returns_and_one_is_the_papers_n_step_returns():
+    """a3c.gae_lambda: the value target is the lambda-return and the advantage GAE's; at 1 both are the n-step
+    returns bootstrapped from the unroll's last value, computed here by hand."""
+    from menger.learners.a3c import a3c_unroll_loss
+    from menger.losses import a3c_loss, gae
+
+    policy, batch = _policy(), _unrolls(7).gather([0])
+    ev = policy.evaluate(batch["obs"].float(), batch["actions"], batch["core_state"], batch["dones"])
+    values, discounts = ev.values.detach().float(), 0.99 * (1.0 - batch["dones"])
+    n_step = torch.zeros_like(batch["rewards"])
+    following = values[-1]
+    for t in reversed(range(T)):
+        following = n_step[t] = batch["rewards"][t] + discounts[t] * following
+    for lam, returns in ((1.0, n_step), (0.5, gae(batch["rewards"], values[:-1], values[-1], discounts, 0.5)[1])):
+        config = _config(f"a3c.gae_lambda={lam}")
+        loss, _ = a3c_unroll_loss(policy, batch, config.a3c)
+        expected, _ = a3c_loss(ev.logp, ev.values[:-1], ev.entropy, returns, batch["valid"],
+                               value_coef=config.a3c.value_coef, entropy_coef=config.a3c.entropy_coef)
+        assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    assert not torch.allclose(returns, n_step)
+
+
 def test_an_actor_learner_scales_rewards_with_the_statistics_its_version_carries():
     """With env.normalize.reward the network carries 1/std of the return (a parameter that never trains): the
     actor-learner's gradient is the loss on rewards scaled and clipped by it, as the trainer scales a learner's."""

@@ -18,6 +18,8 @@ class A3CConfig:
     lr: float = field(7e-4, min=0.0, doc="Adam learning rate (each parameter-server shard's)")
     lr_schedule: Literal["constant", "linear"] = field("constant", doc="linear: anneal to 0 at stop.env_frames")
     gamma: float = field(0.99, min=0.0, max=1.0, doc="discount")
+    gae_lambda: float = field(1.0, min=0.0, max=1.0, doc="lambda of the returns and advantages (GAE); 1: the "
+                              "n-step returns of the paper")
     value_coef: float = field(0.5, min=0.0, doc="value loss weight")
     entropy_coef: float = field(0.01, min=0.0, doc="entropy bonus weight")
     max_grad_norm: float = field(0.5, min=0.0, doc="global norm clip of each applied (averaged) gradient (0 = none)")
