@@ -375,7 +375,8 @@ def test_the_final_evaluation_opens_a_cell_whose_env_is_a_third_party_module(tmp
     cell = {"env": "tests.multiagent.fakes:Mixed", "imports": []}
     assert "UntrustedRunError" in final_evaluation(run_dir, 2)["error"]
     report = final_evaluation(run_dir, 2, trusted_modules(cell))
-    assert "error" not in report and report["episodes"] == 2 and np.isfinite(report["return_mean"])
+    # 2 episodes asked of a game of 3 learned agents: one whole game, an episode per agent
+    assert "error" not in report and report["episodes"] == 3 and np.isfinite(report["return_mean"])
     cell.update(run_dir=str(run_dir), algo="marl", overrides=[], eval_episodes=3, final_episodes=0)
     (run_dir / "cell.json").write_text(json.dumps(cell))  # a cell killed after its checkpoint: the bench resumes it
     assert bench_module.cell_main([str(run_dir / "cell.json")]) == 0
