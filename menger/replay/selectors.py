@@ -16,8 +16,9 @@ Each selector keeps its own index over the table's rows, which the table tells w
     index.update(rows)      # their priorities changed
     index.remove(rows)      # rows emptied (remove_one(row) for one)
 
-`WeightedIndex` (uniform, prioritized) is a `SumTree` of weights with a `MinTree` of the nonzero ones (the smallest
-probability, for importance weights); `OrderLog` (fifo, lifo) is the rows in insertion order; `LowestPriorityIndex`
+`WeightedIndex` (prioritized) is a `SumTree` of weights with a `MinTree` of the nonzero ones (the smallest
+probability, for importance weights); `UniformIndex` (uniform) draws rows by rejection below the highest one in use,
+with no tree to keep; `OrderLog` (fifo, lifo) is the rows in insertion order; `LowestPriorityIndex`
 is a tie-breaking `MinTree`.
 """
 from __future__ import annotations
@@ -178,6 +179,11 @@ class WeightedIndex(_LazyIndex):
         rows = candidates[rng.integers(0, len(candidates), size=n)]
         return rows, np.ones(n), float(len(candidates))
 
+    def total(self) -> float:
+        """The sampler's mass: the sum of the weights."""
+        self.sync()
+        return float(self.tree.total)
+
     def min_probability(self, size: int) -> float:
         """The smallest nonzero probability of any row now (1 / size when sampling is uniform)."""
         self.sync()
@@ -185,6 +191,60 @@ class WeightedIndex(_LazyIndex):
         if self.nonzero is None or total <= 0:
             return 1.0 / size
         return float(self.nonzero.min()) / total
+
+
+class UniformIndex(_LazyIndex):
+    """Every item alike: a draw is a row uniform in [0, high), drawn again while it is empty, where ``high`` is one
+    past the highest row that holds an item.
+
+    A table fills its rows from 0 up and refills the last ones emptied first, so the items are dense below
+    ``high`` and a draw is accepted almost always: no tree to update on insert, and a batch costs a few NumPy
+    calls. Where fewer than a quarter of the rows below ``high`` hold items (many left from the middle), a draw
+    picks from the list of those rows instead. Either way the draws depend only on which rows hold items and on
+    the generator, not on the order of the changes, so a restored table draws as the saved one would.
+    Reads the table's ``keys`` (-1: empty row); ``size()`` is the table's item count.
+    """
+
+    def __init__(self, rows: int, keys: np.ndarray, size):
+        super().__init__(rows)
+        self._keys, self._size = keys, size
+        self._high = 0                       # one past the highest row holding an item, once synced
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def sync(self) -> None:
+        rows = self._take_changed()
+        if rows is None:
+            return
+        filled = rows[self._keys[rows] >= 0]
+        if len(filled):
+            self._high = max(self._high, int(filled.max()) + 1)
+        if self._high and self._keys[self._high - 1] < 0:        # the highest item left: find the next one down
+            below = np.flatnonzero(self._keys[:self._high] >= 0)
+            self._high = int(below[-1]) + 1 if len(below) else 0
+
+    def total(self) -> float:
+        """The sampler's mass: the number of items, each of weight 1."""
+        return float(self._size())
+
+    def draw(self, n: int, rng: np.random.Generator, present) -> tuple[np.ndarray, np.ndarray, float]:
+        """``n`` rows drawn independently and uniformly from the filled ones: (rows, ones, their number)."""
+        self.sync()
+        size = self._size()
+        if 4 * size < self._high:
+            candidates = present()
+            return candidates[rng.integers(0, len(candidates), size=n)], np.ones(n), float(size)
+        rows = rng.integers(0, self._high, size=n)
+        again = np.flatnonzero(self._keys[rows] < 0)
+        while len(again):
+            rows[again] = rng.integers(0, self._high, size=len(again))
+            again = again[self._keys[rows[again]] < 0]
+        return rows, np.ones(n), float(size)
+
+    def min_probability(self, size: int) -> float:
+        return 1.0 / size
 
 
 class OrderLog:

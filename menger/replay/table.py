@@ -58,7 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from menger.replay.limiters import Queue, RateLimiter
-from menger.replay.selectors import (LowestPriorityIndex, OrderLog, Selector, WeightedIndex, check_selector, fifo)
+from menger.replay.selectors import (LowestPriorityIndex, OrderLog, Selector, UniformIndex, WeightedIndex,
+                                     check_selector, fifo)
 from menger.replay.storage import ItemStorage
 
 __all__ = ["ReplayClosed", "ReplayTimeout", "Sample", "Table", "importance_weights"]
@@ -226,9 +227,10 @@ class Table:
     def _build_indexes(self) -> None:
         self._free = _FreeRows(self._rows)
         self._order = OrderLog(self._rows)
-        weighted = self.sampler.kind in ("uniform", "prioritized")
         self._weighted = (WeightedIndex(self._rows, self.sampler.alpha, self._priority, self._keys)
-                          if weighted else None)
+                          if self.sampler.kind == "prioritized" else
+                          UniformIndex(self._rows, self._keys, lambda: self._size)
+                          if self.sampler.kind == "uniform" else None)
         self._lowest = (LowestPriorityIndex(self._rows, self._priority, self._ticks, self._keys)
                         if self.remover.kind == "lowest_priority" else None)
         self._indexes = [index for index in (self._order, self._weighted, self._lowest) if index is not None]
@@ -482,8 +484,7 @@ class Table:
             if self._weighted is None:
                 raise ValueError(f"table {self.name!r} samples {self.sampler!r}, which has no priority mass; only "
                                  f"uniform() and prioritized(alpha) samplers weigh their items")
-            self._weighted.sync()
-            return float(self._weighted.tree.total)
+            return self._weighted.total()
 
     def min_probability(self) -> float:
         """The smallest nonzero chance any item has in a draw now, as a `Sample` reports it; 0.0 when empty."""

@@ -60,6 +60,32 @@ def test_uniform_frequencies_are_uniform_whatever_the_priorities():
     assert chi_square(counts, priorities / priorities.sum()) > 3 * chi_square_quantile(items - 1)
 
 
+@pytest.mark.parametrize("left", [
+    "every third gone (draws by rejection)",
+    "the top half gone (the rows in use shrink)",
+    "one in six left (draws from the list of rows)",
+])
+def test_uniform_draws_only_the_items_left_and_those_alike(left):
+    """Items deleted from the middle and from the top of the rows: the deleted ones are never drawn, the rest
+    alike, whichever way the uniform sampler draws (rejection below the highest row in use, or the row list)."""
+    items = 120
+    table = Table("t", 200, uniform(), fifo(), MinSize(1), item_spec=SPEC, seed=11)
+    keys = table.insert_batch(make_items(items), 1.0, timeout_s=0)
+    ids = np.arange(items)
+    keep = {"every third gone (draws by rejection)": ids % 3 != 0,
+            "the top half gone (the rows in use shrink)": (ids < items // 2) & (ids % 2 == 0),
+            "one in six left (draws from the list of rows)": ids % 6 == 5}[left]
+    table.delete(keys[~keep])
+    counts = draw_counts(table, items, 60_000)
+    assert counts[~keep].sum() == 0
+    kept = int(keep.sum())
+    limit = chi_square_quantile(kept - 1)
+    assert chi_square(counts[keep], np.full(kept, 1 / kept)) < limit
+    tilted = (ids[keep] + 1.0) / (ids[keep] + 1.0).sum()
+    assert chi_square(counts[keep], tilted) > 3 * limit
+    assert np.all(table.sample(50, timeout_s=0).probabilities == 1 / kept)
+
+
 def test_prioritized_frequencies_hold_over_a_deep_tree_after_updates():
     """Many items (several tree levels below the top), priorities changed after the inserts."""
     items = 20_000
