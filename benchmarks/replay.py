@@ -1,4 +1,5 @@
-"""Replay throughput: menger.replay against cpprb's PrioritizedReplayBuffer, same data, same run, one process.
+"""Replay throughput: menger.replay against cpprb's PrioritizedReplayBuffer (or, with ``--sampler uniform``, its
+ReplayBuffer), same data, same run, one process.
 
 On CartPole-sized transitions (obs 4 x float32, action int64, reward float32, next_obs 4 x float32, done bool)
 in a buffer of ``--size`` items (1M by default), prioritized with alpha 0.6:
@@ -11,6 +12,10 @@ in a buffer of ``--size`` items (1M by default), prioritized with alpha 0.6:
 * two learner loops, in items per second: sample + update, and insert + sample + update (an actor's batch
   going in for every batch coming out). Work a library defers (Menger's trees take changes at the next sample)
   shows up here.
+
+``--sampler uniform`` measures what a SAC or DQN learner without priorities does, against cpprb's ``ReplayBuffer``:
+inserts as above, uniform samples/s, and insert + sample (no weights, no priority updates on either side); the
+actor processes' figures then run a uniform `ReplayCoordinator`.
 
 Menger's table is limited by ``MinSize(1)`` (it never blocks), with a fifo remover, so both buffers do the same
 work. Each figure is the median of ``--rounds`` rounds of ``--seconds`` each, the two libraries alternating, and
@@ -34,6 +39,7 @@ sampling; ``--fill-seconds`` at most, and the output says how full it got), then
 from the table's rate-limiter counters (medians of the windows).
 
     python benchmarks/replay.py [--size N] [--batch B] [--seconds S] [--rounds R] [--json out.json]
+                                [--sampler prioritized|uniform]
                                 [--actors A] [--unroll T] [--envs B] [--fill-seconds F] [--no-actors]
 
 cpprb is not a dependency of Menger. Without it the script prints Menger's figures and how to get cpprb into a
@@ -65,7 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from menger.coordinator.replay import ReplayCoordinator  # noqa: E402
 from menger.core import UnrollMeta  # noqa: E402
 from menger.experiment import ReplayConfig  # noqa: E402
-from menger.replay import MinSize, Table, fifo, importance_weights, prioritized  # noqa: E402
+from menger.replay import MinSize, Table, fifo, importance_weights, prioritized, uniform  # noqa: E402
 from menger.transport.shm import SlotChunks, UnrollBuffers, UnrollSpec  # noqa: E402
 
 ALPHA, BETA = 0.6, 0.4
@@ -106,8 +112,10 @@ def rate(step, items_per_call: int, seconds: float) -> float:
 class MengerBench:
     name = "menger"
 
-    def __init__(self, size: int, data: dict, seed: int = 0):
-        self.table = Table("bench", size, prioritized(ALPHA), fifo(), MinSize(1), item_spec=SPEC, seed=seed)
+    def __init__(self, size: int, data: dict, seed: int = 0, sampler: str = "prioritized"):
+        self.prioritized = sampler == "prioritized"
+        self.table = Table("bench", size, prioritized(ALPHA) if self.prioritized else uniform(), fifo(), MinSize(1),
+                           item_spec=SPEC, seed=seed)
         self.data, self.rng = data, np.random.default_rng(seed)
 
     def fill(self, batch: int) -> None:
@@ -127,7 +135,7 @@ class MengerBench:
     def sample(self, batch: int):
         def step():
             sample = self.table.sample(batch, timeout_s=0)
-            self.last = sample.keys, importance_weights(sample, BETA)
+            self.last = sample.keys, importance_weights(sample, BETA) if self.prioritized else sample.data
         return step
 
     def update(self, batch: int):
@@ -147,17 +155,25 @@ class MengerBench:
         insert, learn = self.insert_batch(batch), self.learner_step(batch)
         return lambda: (insert(), learn())
 
+    def insert_sample(self, batch: int):
+        insert, sample = self.insert_batch(batch), self.sample(batch)
+        return lambda: (insert(), sample())
+
 
 class CpprbBench:
     name = "cpprb"
 
-    def __init__(self, size: int, data: dict, seed: int = 0):
-        from cpprb import PrioritizedReplayBuffer
+    def __init__(self, size: int, data: dict, seed: int = 0, sampler: str = "prioritized"):
+        from cpprb import PrioritizedReplayBuffer, ReplayBuffer
         env_dict = {"obs": {"shape": 4, "dtype": np.float32}, "act": {"dtype": np.int64},
                     "rew": {"dtype": np.float32}, "next_obs": {"shape": 4, "dtype": np.float32},
                     "done": {"dtype": np.bool_}}
-        self.buffer = PrioritizedReplayBuffer(size, env_dict, alpha=ALPHA)
+        self.prioritized = sampler == "prioritized"
+        self.buffer = (PrioritizedReplayBuffer(size, env_dict, alpha=ALPHA) if self.prioritized else
+                       ReplayBuffer(size, env_dict))
         self.data, self.rng = data, np.random.default_rng(seed)
+        self.extra = (lambda count: {"priorities": self.rng.random(count) + 0.1}) if self.prioritized else \
+            (lambda count: {})
 
     def _args(self, part):
         return {"obs": part["obs"], "act": part["action"], "rew": part["reward"], "next_obs": part["next_obs"],
@@ -166,21 +182,25 @@ class CpprbBench:
     def fill(self, batch: int) -> None:
         for start in range(0, len(self.data["obs"]), batch):
             chunk = self._args({k: v[start:start + batch] for k, v in self.data.items()})
-            self.buffer.add(**chunk, priorities=self.rng.random(len(chunk["obs"])) + 0.1)
+            self.buffer.add(**chunk, **self.extra(len(chunk["obs"])))
 
     def insert_batch(self, batch: int):
         chunk = self._args({k: v[:batch] for k, v in self.data.items()})
-        priorities = self.rng.random(batch) + 0.1
-        return lambda: self.buffer.add(**chunk, priorities=priorities)
+        extra = self.extra(batch)
+        return lambda: self.buffer.add(**chunk, **extra)
 
     def insert_one(self):
         item = self._args({k: v[0] for k, v in self.data.items()})
-        return lambda: self.buffer.add(**item, priorities=1.0)
+        extra = {"priorities": 1.0} if self.prioritized else {}
+        return lambda: self.buffer.add(**item, **extra)
 
     def sample(self, batch: int):
         def step():
-            sample = self.buffer.sample(batch, beta=BETA)
-            self.last = sample["indexes"], sample["weights"]
+            if self.prioritized:
+                sample = self.buffer.sample(batch, beta=BETA)
+                self.last = sample["indexes"], sample["weights"]
+            else:
+                self.last = self.buffer.sample(batch)
         return step
 
     def update(self, batch: int):
@@ -199,6 +219,10 @@ class CpprbBench:
         insert, learn = self.insert_batch(batch), self.learner_step(batch)
         return lambda: (insert(), learn())
 
+    def insert_sample(self, batch: int):
+        insert, sample = self.insert_batch(batch), self.sample(batch)
+        return lambda: (insert(), sample())
+
 
 def _cycle(update, keys: list, rng: np.random.Generator, batch: int):
     """Updates of keys a sample returned (fresh ones each call, as a learner's), new priorities each time."""
@@ -215,12 +239,19 @@ KEY_BATCHES = 64
 OPERATIONS = (("insert (batches)", "insert_batch", True), ("insert (one at a time)", "insert_one", False),
               ("prioritized sample", "sample", True), ("priority update", "update", True),
               ("sample + update", "learner_step", True), ("insert + sample + update", "round_trip", True))
+UNIFORM_OPERATIONS = (("insert (batches)", "insert_batch", True), ("insert (one at a time)", "insert_one", False),
+                      ("uniform sample", "sample", True), ("insert + sample", "insert_sample", True))
 
 
-def measure(benches: list, batch: int, seconds: float, rounds: int) -> dict[str, dict[str, float]]:
-    figures = {label: {bench.name: [] for bench in benches} for label, _, _ in OPERATIONS}
+def operations(sampler: str) -> tuple:
+    return OPERATIONS if sampler == "prioritized" else UNIFORM_OPERATIONS
+
+
+def measure(benches: list, batch: int, seconds: float, rounds: int,
+            sampler: str = "prioritized") -> dict[str, dict[str, float]]:
+    figures = {label: {bench.name: [] for bench in benches} for label, _, _ in operations(sampler)}
     for _ in range(rounds):
-        for label, method, batched in OPERATIONS:
+        for label, method, batched in operations(sampler):
             for bench in benches:
                 step = getattr(bench, method)(batch) if batched else getattr(bench, method)()
                 figures[label][bench.name].append(rate(step, batch if batched else 1, seconds))
@@ -263,8 +294,9 @@ def _actor(actor_id: int, conn, views: dict, parent_pid: int, seed: int) -> None
 class ActorsBench:
     """`ReplayCoordinator` over shared-memory slots, fed by forked actor processes through pipes."""
 
-    def __init__(self, size: int, batch: int, actors: int, unroll: int, envs: int, seed: int = 0):
-        cfg = ReplayConfig(max_size=size, sampler="prioritized", alpha=ALPHA, beta=BETA, batch_size=batch,
+    def __init__(self, size: int, batch: int, actors: int, unroll: int, envs: int, seed: int = 0,
+                 sampler: str = "prioritized"):
+        cfg = ReplayConfig(max_size=size, sampler=sampler, alpha=ALPHA, beta=BETA, batch_size=batch,
                            samples_per_insert=0.0, min_size=batch)
         self.size, self.batch, self.num_actors = size, batch, actors
         self.coordinator = ReplayCoordinator(actors, cfg, unroll_length=unroll, envs_per_actor=envs,
@@ -371,9 +403,9 @@ class ActorsBench:
 
 
 def measure_actors(size: int, batch: int, seconds: float, rounds: int, *, actors: int = 2, unroll: int = 16,
-                   envs: int = 16, fill_seconds: float = 120.0) -> dict:
+                   envs: int = 16, fill_seconds: float = 120.0, sampler: str = "prioritized") -> dict:
     """The "actor processes inserting, learner sampling" figures (medians of `rounds` windows of `seconds`)."""
-    bench = ActorsBench(size, batch, actors, unroll, envs)
+    bench = ActorsBench(size, batch, actors, unroll, envs, sampler=sampler)
     try:
         fill_inserts, _ = bench.counters()
         fill_s = bench.fill(fill_seconds)
@@ -381,7 +413,8 @@ def measure_actors(size: int, batch: int, seconds: float, rounds: int, *, actors
         fill_rate = (bench.counters()[0] - fill_inserts) / fill_s if fill_s > 0 else 0.0
         windows = [bench.window(seconds) for _ in range(rounds)]
         alive = all(process.is_alive() for process in bench.processes)
-        result = {"actors": actors, "unroll": unroll, "envs": envs, "items_per_unroll": unroll * envs,
+        result = {"actors": actors, "sampler": sampler, "unroll": unroll, "envs": envs,
+                  "items_per_unroll": unroll * envs,
                   "slots": bench.buffers.num_slots, "slot_bytes": bench.buffers.bytes_per_slot,
                   "n_step": N_STEP, "filled": filled, "filled_fraction": filled / size, "fill_s": fill_s,
                   "fill_inserts_per_s": fill_rate, "final_size": len(bench.coordinator.tables),
@@ -404,7 +437,7 @@ def print_actors(a: dict, size: int, batch: int, rounds: int, seconds: float) ->
     print()
     print(f"{a['actors']} actor processes inserting, learner sampling (Menger only: cpprb has no multi-process "
           f"equivalent); median of {rounds} x {seconds:g} s")
-    print(f"  ReplayCoordinator, prioritized, batches of {batch}, {a['n_step']}-step items; unrolls of "
+    print(f"  ReplayCoordinator, {a['sampler']}, batches of {batch}, {a['n_step']}-step items; unrolls of "
           f"{a['unroll']} steps x {a['envs']} envs ({a['items_per_unroll']} items) in {a['slots']:,} shared-memory "
           f"slots ({a['slots'] * a['slot_bytes'] / 2**20:,.0f} MiB)")
     print(f"  filled to {a['filled']:,} of {size:,} items ({100 * a['filled_fraction']:.1f} %) in "
@@ -433,28 +466,33 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--fill-seconds", type=float, default=120.0,
                         help="at most this long for the actors to fill the table before the timed windows")
     parser.add_argument("--no-actors", action="store_true", help="skip the actor processes' figures")
+    parser.add_argument("--sampler", choices=("prioritized", "uniform"), default="prioritized",
+                        help="prioritized (alpha 0.6) against cpprb's PrioritizedReplayBuffer, or uniform against "
+                             "its ReplayBuffer")
     args = parser.parse_args(argv)
 
     load_start = os.getloadavg()[0]
     data = transitions(args.size)
-    benches = [MengerBench(args.size, data)]
+    benches = [MengerBench(args.size, data, sampler=args.sampler)]
     if not args.no_cpprb and cpprb_available():
-        benches.append(CpprbBench(args.size, data))
+        benches.append(CpprbBench(args.size, data, sampler=args.sampler))
     fill_s = {}
     for bench in benches:
         start = time.perf_counter()
         bench.fill(args.batch)
         fill_s[bench.name] = time.perf_counter() - start
-    figures = measure(benches, args.batch, args.seconds, args.rounds)
+    figures = measure(benches, args.batch, args.seconds, args.rounds, args.sampler)
     names, table_mib = [bench.name for bench in benches], benches[0].table.nbytes / 2**20
     del benches  # their memory, before the actors' table is built
     actors = None
     if not args.no_actors:
         actors = measure_actors(args.size, args.batch, args.seconds, args.rounds, actors=args.actors,
-                                unroll=args.unroll, envs=args.envs, fill_seconds=args.fill_seconds)
+                                unroll=args.unroll, envs=args.envs, fill_seconds=args.fill_seconds,
+                                sampler=args.sampler)
     load_end = os.getloadavg()[0]
 
-    print(f"replay: {args.size:,} CartPole transitions (45 bytes each), prioritized (alpha {ALPHA}), batches of "
+    sampling = f"prioritized (alpha {ALPHA})" if args.sampler == "prioritized" else "uniform"
+    print(f"replay: {args.size:,} CartPole transitions (45 bytes each), {sampling}, batches of "
           f"{args.batch}, one process, {os.cpu_count()} CPUs; median of {args.rounds} x {args.seconds:g} s")
     header = f"{'operation (items/s)':<28}" + "".join(f"{name:>14}" for name in names)
     print(header + (f"{'menger/cpprb':>14}" if "cpprb" in names else ""))
@@ -470,7 +508,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"load average (1 min): {load_start:.2f} at the start, {load_end:.2f} at the end")
     if "cpprb" not in names and not args.no_cpprb:
         print(install_cpprb_hint())
-    result = {"size": args.size, "batch": args.batch, "figures": figures, "fill_s": fill_s,
+    result = {"size": args.size, "batch": args.batch, "sampler": args.sampler, "figures": figures, "fill_s": fill_s,
               "load_average": [load_start, load_end], "cpus": os.cpu_count()}
     if actors is not None:
         result["actors"] = actors

@@ -26,3 +26,14 @@ def test_the_replay_benchmark_prints_mengers_figures(tmp_path, capsys):
     else:
         assert "pip install cpprb" in output            # how to get the comparison, cpprb being no dependency
     assert (tmp_path / "replay.json").exists()
+
+
+def test_the_replay_benchmark_measures_the_uniform_sampler_too(capsys):
+    benchmark = load_benchmark()
+    result = benchmark.main(["--size", "4096", "--batch", "64", "--seconds", "0.01", "--rounds", "1",
+                             "--sampler", "uniform"])
+    output = capsys.readouterr().out
+    assert set(result["figures"]) == {label for label, _, _ in benchmark.UNIFORM_OPERATIONS}
+    assert all(by_library["menger"] > 0 for by_library in result["figures"].values())
+    assert "uniform sample" in output and "ReplayCoordinator, uniform" in output
+    assert result["actors"]["samples_per_s"] > 0 and result["actors"]["actors_alive"]
