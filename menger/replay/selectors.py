@@ -128,28 +128,25 @@ class _LazyIndex(ABC):
 
 
 class WeightedIndex(_LazyIndex):
-    """Rows by weight: ``p ** alpha`` (prioritized; 0 for a priority of 0, as Reverb) or 1 (uniform).
+    """Rows by weight ``p ** alpha`` (prioritized; 0 for a priority of 0, as Reverb).
 
     Reads the table's ``priorities`` and ``keys`` (-1: empty row); `draw` and `min_probability` sync first.
     """
 
-    def __init__(self, rows: int, alpha: float | None, priorities: np.ndarray, keys: np.ndarray):
+    def __init__(self, rows: int, alpha: float, priorities: np.ndarray, keys: np.ndarray):
         super().__init__(rows)
         self.alpha = alpha
         self._priorities, self._keys = priorities, keys
         self.tree = SumTree(rows)
-        # The nonzero weights (zero and empty rows hold inf), for the smallest probability; uniform needs none.
-        self.nonzero = MinTree(rows) if alpha is not None else None
+        self.nonzero = MinTree(rows)   # the nonzero weights (zero and empty rows hold inf): the smallest probability
 
     @property
     def nbytes(self) -> int:
-        return self.tree.nbytes + (self.nonzero.nbytes if self.nonzero is not None else 0)
+        return self.tree.nbytes + self.nonzero.nbytes
 
     def weights(self, priorities: np.ndarray) -> np.ndarray:
         """Always through ``np.power`` on an array: its result for an element does not depend on the array's
         length (a NumPy scalar's ``**`` can differ in the last bit), so weights never depend on batching."""
-        if self.alpha is None:
-            return np.ones(len(priorities))
         weights = np.power(priorities, self.alpha)
         weights[priorities == 0] = 0.0      # 0 ** 0 is 1 in NumPy; an item of priority 0 is never sampled
         return weights
@@ -162,8 +159,7 @@ class WeightedIndex(_LazyIndex):
         weights[self._keys[rows] < 0] = 0.0
         # A row changed twice appears twice, with the same (current) weight: either write is right.
         self.tree.update(rows, weights, validate=False)
-        if self.nonzero is not None:
-            self.nonzero.update(rows, np.where(weights > 0, weights, np.inf), validate=False)
+        self.nonzero.update(rows, np.where(weights > 0, weights, np.inf), validate=False)
 
     def draw(self, n: int, rng: np.random.Generator, present) -> tuple[np.ndarray, np.ndarray, float]:
         """``n`` rows drawn independently: (rows, their weights, the total weight).
@@ -185,10 +181,10 @@ class WeightedIndex(_LazyIndex):
         return float(self.tree.total)
 
     def min_probability(self, size: int) -> float:
-        """The smallest nonzero probability of any row now (1 / size when sampling is uniform)."""
+        """The smallest nonzero probability of any row now (1 / size when every weight is 0: draws are uniform)."""
         self.sync()
         total = self.tree.total
-        if self.nonzero is None or total <= 0:
+        if total <= 0:
             return 1.0 / size
         return float(self.nonzero.min()) / total
 
