@@ -226,11 +226,12 @@ class UniformIndex(_LazyIndex):
         return float(self._size())
 
     def draw(self, n: int, rng: np.random.Generator, present) -> tuple[np.ndarray, np.ndarray, float]:
-        """``n`` rows drawn independently and uniformly from the filled ones: (rows, ones, their number)."""
+        """``n`` rows drawn independently and uniformly from the filled ones: (rows, ones, their number).
+        ``present`` is `WeightedIndex.draw`'s argument, unused here: the filled rows are all below ``high``."""
         self.sync()
         size = self._size()
-        if 4 * size < self._high:
-            candidates = present()
+        if 4 * size < self._high:                                  # sparse: the filled rows, none above high
+            candidates = np.flatnonzero(self._keys[:self._high] >= 0)
             return candidates[rng.integers(0, len(candidates), size=n)], np.ones(n), float(size)
         rows = rng.integers(0, self._high, size=n)
         again = np.flatnonzero(self._keys[rows] < 0)
